@@ -1,0 +1,49 @@
+"""Bundled SAPIEN environments, registered with Gymnasium.
+
+>>> import gymnasium as gym, handleit.envs
+>>> env = gym.make("handleit/OpenCabinetDrawer-v0", obs_mode="pointcloud", split="train")
+
+Ids and default episode lengths are registered next to the tasks, below. ``max_episode_steps`` (default
+200, the ManiSkill1 challenge's 2 s at 100 Hz) is set with ``gym.make(..., max_episode_steps=1000)``.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from .articulated_object import URDFError
+from .base_env import MASK_NAMES, OBS_MODES, MobileManipulationEnv
+from .controllers import CONTROL_MODES, ControlConfig
+
+DEFAULT_MAX_EPISODE_STEPS = 200
+
+# task name -> (Gymnasium id, entry point)
+TASKS = {
+    "OpenCabinetDrawer": ("handleit/OpenCabinetDrawer-v0", "handleit.envs.open_cabinet:OpenCabinetDrawerEnv"),
+    "OpenCabinetDoor": ("handleit/OpenCabinetDoor-v0", "handleit.envs.open_cabinet:OpenCabinetDoorEnv"),
+}
+
+for _env_id, _entry_point in TASKS.values():
+    if _env_id not in gym.registry:
+        gym.register(id=_env_id, entry_point=_entry_point, max_episode_steps=DEFAULT_MAX_EPISODE_STEPS)
+
+
+def make(task: str, **kwargs) -> gym.Env:
+    """``gym.make`` by task name (``"OpenCabinetDrawer"``) or id; ``ValueError`` for an unknown task."""
+    env_id = TASKS[task][0] if task in TASKS else task
+    if env_id not in {i for i, _ in TASKS.values()}:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    return gym.make(env_id, **kwargs)
+
+
+__all__ = [
+    "CONTROL_MODES",
+    "ControlConfig",
+    "DEFAULT_MAX_EPISODE_STEPS",
+    "MASK_NAMES",
+    "MobileManipulationEnv",
+    "OBS_MODES",
+    "TASKS",
+    "URDFError",
+    "make",
+]

@@ -1,0 +1,304 @@
+"""The Gymnasium environment core shared by the mobile-manipulation tasks.
+
+A task subclasses :class:`MobileManipulationEnv` and fills four hooks, as in ManiSkill:
+``_load_objects`` (build the task's objects in a fresh scene), ``_initialize_episode`` (sample the episode
+from the generator), ``evaluate`` (success and its conditions, from simulator ground truth) and
+``_task_state`` (privileged state for ``obs_mode="state"``). Segmentation labels for the point cloud come
+from ``_labelled_shape_ids``.
+
+Every reset builds a fresh SAPIEN scene: PhysX keeps contact caches between steps, so reusing a scene
+would make an episode depend on the ones before it; a fresh scene makes the same seed give the same
+episode bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import sapien
+from gymnasium import spaces
+
+from .cameras import CameraConfig, CameraRig, depth_image, extrinsic_cv, fuse_point_cloud, mobile_base_cameras
+from .collision_groups import ROBOT_BIT, add_ignore_bit
+from .controllers import CONTROL_MODES, ControlConfig, make_controller
+from .mobile_panda import MobilePanda
+from .robot_description import mobile_panda
+
+OBS_MODES = ("pointcloud", "rgbd", "state")
+POINTCLOUD_FRAMES = ("world", "base")
+# Point-cloud masks, in ManiSkill1's order: target handle, target link, robot.
+MASK_NAMES = ("target_handle", "target_link", "robot")
+
+
+def _pose7(pose: sapien.Pose) -> np.ndarray:
+    """Pose as (x, y, z, qw, qx, qy, qz)."""
+    return np.concatenate([pose.p, pose.q]).astype(np.float32)
+
+
+class MobileManipulationEnv(gym.Env):
+    """A mobile Panda in a SAPIEN scene, observed by three robot-mounted cameras."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+    robot_arms = "single"
+    task_state_dim = 0
+
+    def __init__(
+        self,
+        obs_mode: str = "pointcloud",
+        control_mode: str = "normalized_joint_vel",
+        sim_freq: int = 500,
+        control_freq: int = 100,
+        camera_width: int = 400,
+        camera_height: int = 160,
+        cameras: tuple[CameraConfig, ...] | None = None,
+        pointcloud_frame: str = "world",
+        control_config: ControlConfig | None = None,
+        render_mode: str | None = None,
+    ):
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"unknown obs_mode {obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
+        if control_mode not in CONTROL_MODES:
+            raise ValueError(f"unknown control mode {control_mode!r}; choose one of {', '.join(CONTROL_MODES)}")
+        if pointcloud_frame not in POINTCLOUD_FRAMES:
+            raise ValueError(f"unknown pointcloud_frame {pointcloud_frame!r}; choose one of {POINTCLOUD_FRAMES}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"unknown render_mode {render_mode!r}; choose None or 'rgb_array'")
+        if sim_freq <= 0 or control_freq <= 0 or sim_freq % control_freq != 0:
+            raise ValueError(
+                f"sim_freq ({sim_freq} Hz) must be a positive multiple of control_freq ({control_freq} Hz)"
+            )
+        self.obs_mode, self.control_mode = obs_mode, control_mode
+        self.sim_freq, self.control_freq = sim_freq, control_freq
+        self.substeps = sim_freq // control_freq
+        self.pointcloud_frame = pointcloud_frame
+        self.render_mode = render_mode
+        self.camera_configs = cameras if cameras is not None else mobile_base_cameras(camera_width, camera_height)
+        self.control_config = control_config or ControlConfig()
+        self.description = mobile_panda(self.robot_arms)
+
+        self.scene: sapien.Scene | None = None
+        self.robot: MobilePanda | None = None
+        self._render_camera = None
+        self.elapsed_steps = 0
+        self._build_scene()  # the robot and cameras alone, so that the spaces can be read off them
+        self.action_space = spaces.Box(self.controller.low, self.controller.high, dtype=np.float32)
+        self.observation_space = self._observation_space()
+
+    # ------------------------------------------------------------------------------------------------
+    # Task hooks
+    # ------------------------------------------------------------------------------------------------
+    def _load_objects(self, rng: np.random.Generator, options: dict) -> None:
+        """Build the task's objects into the fresh ``self.scene`` (on every reset, with reset's options)."""
+
+    def _initialize_episode(self, rng: np.random.Generator, options: dict) -> None:
+        """Sample the episode: object state, robot configuration, physical parameters."""
+
+    def evaluate(self) -> dict[str, Any]:
+        """Success and its conditions, from simulator ground truth (never used inside a solver)."""
+        return {"success": False}
+
+    def _task_state(self) -> np.ndarray:
+        return np.zeros(0, dtype=np.float32)
+
+    def _labelled_shape_ids(self) -> dict[str, np.ndarray]:
+        """Render-shape ids of each point-cloud mask other than the robot."""
+        return {}
+
+    def _after_step(self) -> None:
+        """Called after the physics of each control step, before ``evaluate``."""
+
+    # ------------------------------------------------------------------------------------------------
+    # Scene
+    # ------------------------------------------------------------------------------------------------
+    def _build_scene(self) -> None:
+        scene = sapien.Scene()
+        scene.set_timestep(1.0 / self.sim_freq)
+        scene.set_ambient_light([0.35, 0.35, 0.35])
+        scene.add_directional_light([1.0, 0.5, -1.0], [0.9, 0.9, 0.9])
+        scene.add_directional_light([-1.0, -0.5, -0.6], [0.3, 0.3, 0.3])
+        floor_material = sapien.render.RenderMaterial(base_color=[0.16, 0.18, 0.22, 1.0], roughness=0.9)
+        ground = scene.add_ground(0.0, render_half_size=[25.0, 25.0], render_material=floor_material)
+        ground_body = ground.find_component_by_type(sapien.physx.PhysxRigidStaticComponent)
+        for shape in ground_body.collision_shapes:
+            add_ignore_bit(shape, ROBOT_BIT)
+        self.scene = scene
+        self.robot = MobilePanda(scene, self.description)
+        self.controller = make_controller(self.control_mode, self.robot, self.control_config)
+        self.controller.configure()
+        self.cameras = CameraRig(self.robot.camera_mount.entity, self.camera_configs)
+        self._render_camera = None
+
+    def _shape_label_lut(self) -> np.ndarray:
+        """Lookup table: render-shape id -> bit mask over MASK_NAMES."""
+        labelled = dict(self._labelled_shape_ids(), robot=self.robot.render_shape_ids())
+        max_id = max([int(ids.max()) for ids in labelled.values() if len(ids)] + [0])
+        lut = np.zeros(max_id + 2, dtype=np.uint8)
+        for bit, name in enumerate(MASK_NAMES):
+            ids = labelled.get(name, np.zeros(0, dtype=np.int64))
+            lut[ids] |= np.uint8(1 << bit)
+        return lut
+
+    # ------------------------------------------------------------------------------------------------
+    # Gymnasium API
+    # ------------------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        self._build_scene()
+        self._load_objects(self.np_random, options)
+        self._initialize_episode(self.np_random, options)
+        self.controller.reset()
+        self._label_lut = self._shape_label_lut()
+        self.elapsed_steps = 0
+        info = self.evaluate()
+        return self._get_obs(), info
+
+    def step(self, action):
+        if self.scene is None:
+            raise RuntimeError("call reset() before step()")
+        action = self._check_action(action)
+        self.controller.apply(action)
+        for _ in range(self.substeps):
+            self.scene.step()
+        self.elapsed_steps += 1
+        self._after_step()
+        info = self.evaluate()
+        info["elapsed_steps"] = self.elapsed_steps
+        success = bool(info["success"])
+        # Sparse reward, as in the ManiSkill1 challenge; the episode ends on success (ManiSkill's convention).
+        return self._get_obs(), float(success), success, False, info
+
+    def _check_action(self, action) -> np.ndarray:
+        try:
+            a = np.asarray(action, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"action must be a numeric array, got {type(action).__name__}: {e}") from None
+        if a.shape != self.action_space.shape:
+            raise ValueError(
+                f"action has shape {a.shape}, expected {self.action_space.shape} for control mode "
+                f"{self.control_mode!r} ({', '.join(self.controller.labels)})"
+            )
+        bad = ~np.isfinite(a)
+        if bad.any():
+            names = [f"{self.controller.labels[i]}={a[i]}" for i in np.flatnonzero(bad)]
+            raise ValueError(f"action contains NaN or inf: {', '.join(names)}")
+        # Out-of-range values are clipped, as in ManiSkill.
+        return np.clip(a, self.action_space.low, self.action_space.high)
+
+    # ------------------------------------------------------------------------------------------------
+    # Observations
+    # ------------------------------------------------------------------------------------------------
+    def _proprioception(self) -> dict[str, np.ndarray]:
+        return {
+            "qpos": self.robot.qpos,
+            "qvel": self.robot.qvel,
+            "base_pose": _pose7(self.robot.X_WB),
+            "tcp_pose": np.concatenate([_pose7(self.robot.X_WT(s)) for s in self.robot.sides]),
+        }
+
+    def _get_obs(self) -> dict[str, Any]:
+        obs: dict[str, Any] = {"agent": self._proprioception()}
+        if self.obs_mode == "state":
+            obs["state"] = np.concatenate([*obs["agent"].values(), self._task_state()]).astype(np.float32)
+            return obs
+        self.scene.update_render()
+        images = self.cameras.capture()
+        if self.obs_mode == "pointcloud":
+            X_FW = None
+            if self.pointcloud_frame == "base":
+                X_FW = np.linalg.inv(self.robot.X_WB.to_transformation_matrix())
+            xyz, rgb, shape_id, valid = fuse_point_cloud(images, X_FW)
+            labels = self._label_lut[np.clip(shape_id, 0, len(self._label_lut) - 1)]
+            pc = {"xyz": xyz, "rgb": rgb, "valid": valid}
+            for bit, name in enumerate(MASK_NAMES):
+                pc[name] = (labels & (1 << bit)) != 0
+            pc["frame"] = self.pointcloud_frame
+            obs["pointcloud"] = pc
+        else:
+            cams = {}
+            for cfg, im in zip(self.camera_configs, images):
+                labels = self._label_lut[np.clip(im["shape_id"], 0, len(self._label_lut) - 1)]
+                cams[cfg.name] = {
+                    "rgb": im["rgb"],
+                    "depth": depth_image(im),
+                    "intrinsic": im["K"],
+                    "extrinsic_cv": extrinsic_cv(im),
+                    **{name: (labels & (1 << bit)) != 0 for bit, name in enumerate(MASK_NAMES)},
+                }
+            obs["cameras"] = cams
+        return obs
+
+    def _observation_space(self) -> spaces.Dict:
+        dof, arms = self.robot.dof, len(self.robot.sides)
+        f32 = lambda *shape: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)  # noqa: E731
+        agent = spaces.Dict(
+            {"qpos": f32(dof), "qvel": f32(dof), "base_pose": f32(7), "tcp_pose": f32(7 * arms)}
+        )
+        if self.obs_mode == "state":
+            state_dim = 2 * dof + 7 + 7 * arms + self.task_state_dim
+            return spaces.Dict({"agent": agent, "state": f32(state_dim)})
+        if self.obs_mode == "pointcloud":
+            n = self.cameras.num_points
+            pc = {
+                "xyz": f32(n, 3),
+                "rgb": spaces.Box(0, 255, shape=(n, 3), dtype=np.uint8),
+                "valid": spaces.MultiBinary(n),
+                **{name: spaces.MultiBinary(n) for name in MASK_NAMES},
+                "frame": spaces.Text(max_length=16),
+            }
+            return spaces.Dict({"agent": agent, "pointcloud": spaces.Dict(pc)})
+        cams = {}
+        for cfg in self.camera_configs:
+            h, w = cfg.height, cfg.width
+            cams[cfg.name] = spaces.Dict(
+                {
+                    "rgb": spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8),
+                    "depth": spaces.Box(0, np.inf, shape=(h, w), dtype=np.float32),
+                    "intrinsic": f32(3, 3),
+                    "extrinsic_cv": f32(4, 4),
+                    **{name: spaces.MultiBinary((h, w)) for name in MASK_NAMES},
+                }
+            )
+        return spaces.Dict({"agent": agent, "cameras": spaces.Dict(cams)})
+
+    # ------------------------------------------------------------------------------------------------
+    # Rendering for people (videos, the demo image)
+    # ------------------------------------------------------------------------------------------------
+    def render(self):
+        if self.render_mode != "rgb_array":
+            return None
+        if self._render_camera is None:
+            from .render_setup import pointcloud_shader_dir
+
+            cam = sapien.render.RenderCameraComponent(640, 480, pointcloud_shader_dir())
+            cam.set_fovy(np.deg2rad(50), compute_x=True)
+            entity = sapien.Entity()
+            entity.add_component(cam)
+            entity.set_pose(self._render_camera_pose())
+            self.scene.add_entity(entity)
+            self._render_camera = cam
+        self.scene.update_render()
+        self._render_camera.take_picture()
+        color = self._render_camera.get_picture("Color")[..., :3]
+        return (np.clip(color, 0, 1) * 255 + 0.5).astype(np.uint8)
+
+    def _render_camera_pose(self) -> sapien.Pose:
+        return look_at(eye=[-3.0, -1.6, 2.2], target=[-0.6, 0.0, 0.5])
+
+    def close(self):
+        self.scene = None
+        self.robot = None
+
+
+def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> sapien.Pose:
+    """Pose of a SAPIEN camera (x forward, y left, z up) at ``eye`` looking at ``target``."""
+    eye, target, up = (np.asarray(v, dtype=np.float64) for v in (eye, target, up))
+    forward = (target - eye) / np.linalg.norm(target - eye)
+    left = np.cross(up, forward)
+    left /= np.linalg.norm(left)
+    R = np.stack([forward, left, np.cross(forward, left)], axis=1)
+    X = np.eye(4)
+    X[:3, :3], X[:3, 3] = R, eye
+    return sapien.Pose(X)

@@ -1,0 +1,202 @@
+"""OpenCabinetDrawer and OpenCabinetDoor (ManiSkill1 challenge; papers/000 Appendix C.6).
+
+A single-arm mobile Panda must open a target drawer (or door) of a cabinet to at least 90% of its range
+and leave it static (slower than 0.1 m/s and 1 rad/s). The target is named only through the point-cloud
+masks. Per episode: a cabinet of the split, a target part with a handle, joint friction U(0.05, 0.15) and
+damping U(5, 20) on all the cabinet's joints, the robot 1.6-1.8 m from the cabinet centre on its front
+(-x) side within +-0.1 pi, facing it within +-0.05 pi (ManiSkill1's public code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sapien
+
+from .articulated_object import MovablePart, check_urdf, load_articulated_object, select_target
+from .base_env import MobileManipulationEnv, _pose7, look_at
+from .cabinet_generator import cabinet_ids, cabinet_urdf
+
+SPLITS = ("train", "test")
+OPEN_FRACTION = 0.9  # success: opened to at least 90% of the range
+STATIC_LIN_MPS, STATIC_ANG_RADPS = 0.1, 1.0
+JOINT_FRICTION_RANGE = (0.05, 0.15)
+JOINT_DAMPING_RANGE = (5.0, 20.0)
+ROBOT_DISTANCE_RANGE_M = (1.6, 1.8)
+ROBOT_BEARING_RANGE_RAD = (0.9 * np.pi, 1.1 * np.pi)
+ROBOT_YAW_NOISE_RAD = 0.05 * np.pi
+
+
+def _shape_points_S(shape) -> np.ndarray:
+    """Points spanning a render shape's extent, in the shape's own frame (SAPIEN primitives lie along x)."""
+    r = sapien.render
+    if isinstance(shape, r.RenderShapeTriangleMesh):
+        return np.concatenate([np.asarray(m.vertices) for m in shape.parts]) * np.asarray(shape.scale)
+    if isinstance(shape, r.RenderShapeBox):
+        half = np.asarray(shape.half_size)
+    elif isinstance(shape, r.RenderShapeSphere):
+        half = np.full(3, shape.radius)
+    elif isinstance(shape, r.RenderShapeCapsule):
+        half = np.array([shape.half_length + shape.radius, shape.radius, shape.radius])
+    elif isinstance(shape, r.RenderShapeCylinder):
+        half = np.array([shape.half_length, shape.radius, shape.radius])
+    else:
+        return np.zeros((1, 3))
+    return np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half
+
+
+def _handle_center_L(part: MovablePart) -> np.ndarray:
+    """Centre of the handle's bounding box in the frame of its link."""
+    body = part.link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
+    points = []
+    for shape in body.render_shapes:
+        if shape.per_scene_id not in part.handle_shape_ids:
+            continue
+        X = shape.local_pose.to_transformation_matrix()
+        points.append(_shape_points_S(shape) @ X[:3, :3].T + X[:3, 3])
+    points = np.concatenate(points)
+    return (points.min(0) + points.max(0)) / 2
+
+
+class OpenCabinetEnv(MobileManipulationEnv):
+    """Open the target part of a cabinet; ``part_kind`` is "drawer" or "door"."""
+
+    part_kind = "drawer"
+    # open fraction, joint position, joint velocity, link pose (7), handle centre (3), joint axis (3) and
+    # joint origin (3), all in the world frame
+    task_state_dim = 19
+
+    def __init__(
+        self,
+        split: str = "train",
+        model_ids: list[str] | None = None,
+        urdf: str | Path | None = None,
+        target_link: str | None = None,
+        **kwargs,
+    ):
+        """``split`` picks bundled cabinets; ``model_ids`` restricts them; ``urdf`` replaces them with any
+        PartNet-Mobility-style URDF, whose ``target_link`` may be named (else a random one of its parts of
+        this task's kind that has a handle is chosen per episode)."""
+        if urdf is not None:
+            path = check_urdf(urdf)
+            self.models = {path.parent.name or path.stem: path}
+        else:
+            if split not in SPLITS:
+                raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+            available = cabinet_ids(self.part_kind, split)
+            ids = list(model_ids) if model_ids is not None else available
+            unknown = [m for m in ids if m not in available]
+            if unknown or not ids:
+                raise ValueError(f"unknown {self.part_kind} cabinet ids {unknown} for split {split!r}; "
+                                 f"choose from {available}")
+            self.models = {m: None for m in ids}  # URDFs are generated when first used
+        self.split = split if urdf is None else "custom"
+        self.target_link_name = target_link
+        super().__init__(**kwargs)
+
+    # ------------------------------------------------------------------------------------------------
+    def _load_objects(self, rng, options):
+        model_id = options.get("model_id")
+        if model_id is None:
+            model_id = sorted(self.models)[int(rng.integers(len(self.models)))]
+        elif model_id not in self.models:
+            raise ValueError(f"unknown model_id {model_id!r}; this env has {sorted(self.models)}")
+        if self.models[model_id] is None:
+            self.models[model_id] = cabinet_urdf(model_id)
+        self.model_id = model_id
+        self.cabinet = load_articulated_object(self.scene, self.models[model_id])
+        self.cabinet.set_name(model_id)
+
+        # Closed, standing on the floor, centred on the origin with its front toward -x.
+        lower = np.ascontiguousarray(self.cabinet.get_qlimits()[:, 0], dtype=np.float32)
+        self.cabinet.set_qpos(np.where(np.isfinite(lower), lower, 0.0).astype(np.float32))
+        lo, hi = self._aabb()
+        self.cabinet.set_root_pose(sapien.Pose([-(lo[0] + hi[0]) / 2, -(lo[1] + hi[1]) / 2, -lo[2]]))
+        self.target = select_target(self.cabinet, self.part_kind, options.get("target_link", self.target_link_name), rng)
+        self.handle_center_L = _handle_center_L(self.target)
+
+    def _aabb(self):
+        boxes = [link.compute_global_aabb_tight() for link in self.cabinet.links if link.collision_shapes]
+        return np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0)
+
+    def _initialize_episode(self, rng, options):
+        for joint in self.cabinet.active_joints:
+            joint.set_friction(float(rng.uniform(*JOINT_FRICTION_RANGE)))
+            joint.set_drive_properties(0.0, float(rng.uniform(*JOINT_DAMPING_RANGE)))
+        dist = rng.uniform(*ROBOT_DISTANCE_RANGE_M)
+        bearing = rng.uniform(*ROBOT_BEARING_RANGE_RAD)
+        xy = dist * np.array([np.cos(bearing), np.sin(bearing)])
+        yaw = bearing - np.pi + rng.uniform(-ROBOT_YAW_NOISE_RAD, ROBOT_YAW_NOISE_RAD)
+        self.robot.reset(self.robot.rest_qpos((xy[0], xy[1], yaw)))
+        self._prev_link_pose = self.target.link.entity_pose
+
+    # ------------------------------------------------------------------------------------------------
+    def _after_step(self):
+        self._link_pose_before, self._prev_link_pose = self._prev_link_pose, self.target.link.entity_pose
+
+    def _link_speeds(self) -> tuple[float, float]:
+        """Linear [m/s] and angular [rad/s] speed of the target link over the last control step (finite
+        differences, as ManiSkill: robust to solver jitter); its instantaneous velocity right after reset."""
+        if self.elapsed_steps == 0:
+            return float(np.linalg.norm(self.target.link.linear_velocity)), float(
+                np.linalg.norm(self.target.link.angular_velocity)
+            )
+        before, now = self._link_pose_before, self._prev_link_pose
+        dt = 1.0 / self.control_freq
+        lin = np.linalg.norm(now.p - before.p) / dt
+        dq = (before.inv() * now).q
+        ang = 2 * np.arccos(np.clip(abs(dq[0]), 0, 1)) / dt
+        return float(lin), float(ang)
+
+    def open_fraction(self) -> float:
+        q = float(self.cabinet.get_qpos()[self.target.joint_index])
+        lo, hi = self.target.q_range
+        return (q - lo) / (hi - lo)
+
+    def evaluate(self) -> dict[str, Any]:
+        fraction = self.open_fraction()
+        lin, ang = self._link_speeds()
+        open_enough = fraction >= OPEN_FRACTION
+        static = lin <= STATIC_LIN_MPS and ang <= STATIC_ANG_RADPS
+        return {
+            "success": bool(open_enough and static),
+            "open_enough": bool(open_enough),
+            "static": bool(static),
+            "open_fraction": fraction,
+            "link_speed_mps": lin,
+            "link_angular_speed_radps": ang,
+            "model_id": self.model_id,
+            "target_link": self.target.name,
+        }
+
+    # ------------------------------------------------------------------------------------------------
+    def _labelled_shape_ids(self):
+        return {"target_handle": self.target.handle_shape_ids, "target_link": self.target.link_shape_ids}
+
+    def handle_center_W(self) -> np.ndarray:
+        """Ground truth handle centre in the world (for success checks, evaluation and tests only)."""
+        X_WL = self.target.link.entity_pose.to_transformation_matrix()
+        return X_WL[:3, :3] @ self.handle_center_L + X_WL[:3, 3]
+
+    def _task_state(self):
+        joint = self.target.joint
+        X_WJ = joint.get_global_pose().to_transformation_matrix()  # the joint axis is its x axis
+        q = self.cabinet.get_qpos()[self.target.joint_index]
+        qd = self.cabinet.get_qvel()[self.target.joint_index]
+        return np.concatenate(
+            [[self.open_fraction(), q, qd], _pose7(self.target.link.entity_pose), self.handle_center_W(),
+             X_WJ[:3, 0], X_WJ[:3, 3]]
+        ).astype(np.float32)
+
+    def _render_camera_pose(self):
+        return look_at(eye=[-2.9, -1.7, 2.1], target=[-0.7, 0.0, 0.5])
+
+
+class OpenCabinetDrawerEnv(OpenCabinetEnv):
+    part_kind = "drawer"
+
+
+class OpenCabinetDoorEnv(OpenCabinetEnv):
+    part_kind = "door"
