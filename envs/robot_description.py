@@ -32,7 +32,7 @@ import trimesh
 from .asset_cache import build_once, cache_dir
 
 ArmLayout = Literal["single", "dual"]
-DESCRIPTION_VERSION = "1"
+DESCRIPTION_VERSION = "3"
 
 BASE_JOINT_NAMES = ("root_x_axis_joint", "root_y_axis_joint", "root_z_rotation_joint", "linear_actuator_height")
 _ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
@@ -145,7 +145,12 @@ def _write_description(src: Path, out: Path, name: str) -> None:
             ET.SubElement(visual, "material", name=f"handleit_{_part_of(link.get('name'))}")
         for mesh in link.iter("mesh"):
             meshes.add(mesh.get("filename"))
+            mesh.set("filename", str(Path(mesh.get("filename")).with_suffix(".obj")))
     for joint in robot.iter("joint"):
+        if joint.get("type") == "continuous":
+            # mplib 0.1.1's OMPL planner refuses continuous joints; +-2 pi is more turning than any episode needs.
+            joint.set("type", "revolute")
+            ET.SubElement(joint, "limit", lower=f"{-2 * np.pi:.6f}", upper=f"{2 * np.pi:.6f}", effort="1000", velocity="3.14")
         for tag in joint.findall("safety_controller"):
             joint.remove(tag)
         limit = joint.find("limit")
@@ -156,17 +161,20 @@ def _write_description(src: Path, out: Path, name: str) -> None:
             for attr in ("D", "K", "mu_coulomb", "mu_viscous"):
                 dynamics.attrib.pop(attr, None)
 
+    # Meshes are written as OBJ: Drake's SceneGraph reads OBJ but not STL; SAPIEN and mplib read both.
     src_dir = src.parent
     for rel in sorted(meshes):
-        target = out / rel
+        mesh = trimesh.load(src_dir / rel, force="mesh")
+        target = out / Path(rel).with_suffix(".obj")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src_dir / rel, target)
+        mesh.export(target)
         # mplib (convex=True) looks for "<mesh>.convex.stl"; the Panda ships them, the Sciurus17 body does not.
+        shipped_convex = (src_dir / rel).with_name(Path(rel).name + ".convex.stl")
         convex = target.with_name(target.name + ".convex.stl")
-        if (src_dir / rel).with_name(convex.name).is_file():
-            shutil.copyfile((src_dir / rel).with_name(convex.name), convex)
+        if shipped_convex.is_file():
+            shutil.copyfile(shipped_convex, convex)
         else:
-            trimesh.load(target, force="mesh").convex_hull.export(convex)
+            mesh.convex_hull.export(convex)
     ET.indent(tree)
     urdf_path = out / f"{name}.urdf"
     tree.write(urdf_path, encoding="utf-8", xml_declaration=True)

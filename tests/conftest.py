@@ -1,0 +1,19 @@
+"""Shared test set-up: generated assets go to one temporary cache per test session, never ~/.cache."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _asset_cache_in_tmp(tmp_path_factory):
+    # Set before any env is built; the robot description and cabinets are generated once per session.
+    previous = os.environ.get("HANDLEIT_CACHE_DIR")
+    os.environ["HANDLEIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("asset_cache"))
+    yield
+    if previous is None:
+        os.environ.pop("HANDLEIT_CACHE_DIR", None)
+    else:
+        os.environ["HANDLEIT_CACHE_DIR"] = previous
