@@ -82,6 +82,7 @@ class MobileManipulationEnv(gym.Env):
         self.robot: MobilePanda | None = None
         self._render_camera = None
         self.elapsed_steps = 0
+        self._episode_started = False
         self._build_scene()  # the robot and cameras alone, so that the spaces can be read off them
         self.action_space = spaces.Box(self.controller.low, self.controller.high, dtype=np.float32)
         self.observation_space = self._observation_space()
@@ -145,6 +146,7 @@ class MobileManipulationEnv(gym.Env):
     # ------------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
+        self._episode_started = False  # until the new episode is fully built
         options = dict(options or {})
         self._build_scene()
         self._load_objects(self.np_random, options)
@@ -152,11 +154,12 @@ class MobileManipulationEnv(gym.Env):
         self.controller.reset()
         self._label_lut = self._shape_label_lut()
         self.elapsed_steps = 0
+        self._episode_started = True
         info = self.evaluate()
         return self._get_obs(), info
 
     def step(self, action):
-        if self.scene is None:
+        if not self._episode_started:
             raise RuntimeError("call reset() before step()")
         action = self._check_action(action)
         self.controller.apply(action)
@@ -290,6 +293,7 @@ class MobileManipulationEnv(gym.Env):
     def close(self):
         self.scene = None
         self.robot = None
+        self._episode_started = False
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> sapien.Pose:

@@ -28,9 +28,9 @@ class MobilePanda:
         loader.fix_root_link = True
         self.articulation: sapien.physx.PhysxArticulation = loader.load(str(description.urdf_path))
         self.articulation.set_name(description.urdf_path.stem)
-        names = tuple(j.name for j in self.articulation.active_joints)
-        if names != description.joint_names:
-            raise RuntimeError(f"robot joints {names} differ from the description's {description.joint_names}")
+        # qpos and action order = SAPIEN's joint order (breadth-first: the two arms of the dual robot
+        # interleave), as in ManiSkill1. Planning code maps joints by name.
+        self.joint_names = names = tuple(j.name for j in self.articulation.active_joints)
         self.joints = self.articulation.active_joints
         self.links = {link.name: link for link in self.articulation.links}
 
@@ -44,7 +44,7 @@ class MobilePanda:
                     shape.set_patch_radius(0.1)  # torsional friction on the pads, as in ManiSkill
                     shape.set_min_patch_radius(0.1)
 
-        self.base_index = np.arange(4)
+        self.base_index = np.array([names.index(n) for n in description.base_joint_names])
         self.arm_index: dict[str, np.ndarray] = {}
         self.finger_index: dict[str, np.ndarray] = {}
         for side in description.sides:

@@ -79,13 +79,6 @@ class MobilePandaDescription:
         # Below the torso's height joint: the cameras stay at a fixed height, as in ManiSkill1.
         return "mobile_base"
 
-    @property
-    def joint_names(self) -> tuple[str, ...]:
-        """All active joints in the order of the action and of qpos."""
-        names = list(BASE_JOINT_NAMES)
-        for side in self.sides:
-            names += self.arm_joint_names(side) + self.finger_joint_names(side)
-        return tuple(names)
 
 
 def _mani_skill_panda_dir() -> Path:
@@ -216,7 +209,8 @@ def _write_srdf(urdf_path: Path, srdf_path: Path, robot: ET.Element) -> None:
     # Pairs that collide in almost every configuration (e.g. fingers against the hand they slide in).
     import mplib.pymp as pymp
 
-    model = pymp.ArticulatedModel(str(urdf_path), "", [0, 0, -9.81], [], [], convex=True, verbose=False)
+    srdf_path.write_text(f'<robot name="{robot.get("name")}"/>')  # empty for now; silences "No SRDF file provided"
+    model = pymp.ArticulatedModel(str(urdf_path), str(srdf_path), [0, 0, -9.81], [], [], convex=True, verbose=False)
     world = pymp.PlanningWorld([model], ["robot"], [], [])
     pin = model.get_pinocchio_model()
     rng = np.random.default_rng(0)

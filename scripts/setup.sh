@@ -52,11 +52,13 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    log "installing Python packages into .venv (first run: several minutes)"
-    .venv/bin/python -m pip install -q --upgrade pip
-    # The CPU build of torch first: a plain torch requirement would pull several GB of CUDA wheels.
-    .venv/bin/python -m pip install -q torch==2.13.0
-    .venv/bin/python -m pip install -q -e '.[test]'
+    log "installing Python packages into .venv (first run: several minutes; log in .venv/pip-install.log)"
+    {
+        .venv/bin/python -m pip install --upgrade pip &&
+        # The CPU build of torch first: a plain torch requirement would pull several GB of CUDA wheels.
+        .venv/bin/python -m pip install torch==2.13.0 &&
+        .venv/bin/python -m pip install -e '.[test]'
+    } > .venv/pip-install.log 2>&1 || { tail -n 30 .venv/pip-install.log >&2; log "pip install failed"; exit 1; }
     touch "$stamp"
 fi
 
