@@ -1,25 +1,34 @@
 """Controllers of the mobile Panda, chosen by name: an action in, joint drive targets out.
 
-A controller is a sequence of part controllers (base, each arm, each gripper), each owning a slice of the
+A controller is a sequence of part controllers (the base, the arms, the grippers), each owning a slice of the
 action vector. The modes (papers/000 Appendix B, papers/002 footnote 2):
 
-- ``normalized_joint_vel`` (default, the ManiSkill1 challenge): one value in [-1, 1] per joint, in joint
-  order (base x, y, yaw, height, then per arm 7 arm joints and 2 fingers), mapped to a joint velocity by
-  ``(upper - lower) / 2 * a + (upper + lower) / 2`` with the velocity limits below. The base x/y
-  velocities are ego-centric (x forward, y left in the base frame), as in ManiSkill's mobile base.
+- ``normalized_joint_vel`` (default, the ManiSkill1 challenge): one value in [-1, 1] per joint, in the
+  robot's joint order (``MobilePanda.joint_names``, the order of qpos; action i drives joint i, as in
+  ManiSkill1): base x, y, yaw, height, then for the single arm its 7 arm joints and 2 fingers; the dual
+  arm's joints interleave (right joint 1, left joint 1, ..., left joint 7, right fingers, left fingers).
+  Mapped to a joint velocity by ``(upper - lower) / 2 * a + (upper + lower) / 2`` with the velocity limits
+  below. The base x/y velocities are ego-centric (x forward, y left in the base frame), as in ManiSkill's
+  mobile base.
 - ``pd_joint_pos``: absolute position targets, unnormalized, for the base (world x, y, yaw, height) and the
   arm joints; gripper as below.
-- ``pd_joint_delta_pos``: position targets relative to the current positions, normalized to +-0.1 (m or
-  rad) per step; gripper as below.
+- ``pd_joint_delta_pos``: position targets offset from the current positions by up to +-0.1 (m or rad),
+  normalized; as in ManiSkill the offset is a target, not the motion of one step (the PD drive covers about
+  a tenth of it in one 10 ms step); gripper as below.
 - ``pd_ee_delta_pose``: base by normalized ego-centric velocity; per arm a 6-dim delta of the tool pose,
   normalized to +-0.1 m (translation, in the base frame) and +-0.1 rad (axis-angle rotation about the tool
   centre, axes of the base frame), solved to arm joint targets by inverse kinematics; gripper as below.
 - gripper (all modes but ``normalized_joint_vel``): one value per arm in [-1, 1] mapped to a common finger
   position target in [-0.01, 0.04] m (-1 closes past contact, so the fingers press on thin parts).
+
+The modes other than ``normalized_joint_vel`` are laid out by part: the base (4 values), then per arm (left
+before right) the arm's 7 values (6 in ``pd_ee_delta_pose``) and its gripper value: 12 values for the single
+arm, 20 for the dual (11 and 18 in ``pd_ee_delta_pose``); ``normalized_joint_vel`` has 13 and 22.
 """
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -251,16 +260,9 @@ def make_controller(name: str, robot: MobilePanda, config: ControlConfig = Contr
     d = robot.description
     base_labels = d.base_joint_names
     if name == "normalized_joint_vel":
-        parts: list[PartController] = [
-            JointVelocity(robot, robot.base_index, config.base_vel_limits, config.base_vel_drive, base_labels, True)
-        ]
-        for side in robot.sides:
-            parts.append(JointVelocity(robot, robot.arm_index[side], [config.arm_vel_limit_radps] * 7,
-                                       config.arm_vel_drive, d.arm_joint_names(side)))
-            parts.append(JointVelocity(robot, robot.finger_index[side], [config.finger_vel_limit_mps] * 2,
-                                       config.finger_vel_drive, d.finger_joint_names(side)))
-        return Controller(name, parts)
+        return Controller(name, _joint_order_velocity_parts(robot, config))
 
+    parts: list[PartController]
     if name == "pd_ee_delta_pose":
         parts = [JointVelocity(robot, robot.base_index, config.base_vel_limits, config.base_vel_drive, base_labels, True)]
     else:
@@ -275,3 +277,25 @@ def make_controller(name: str, robot: MobilePanda, config: ControlConfig = Contr
         parts.append(GripperPosition(robot, robot.finger_index[side], config.gripper_pos_drive,
                                      config.gripper_range_m, side))
     return Controller(name, parts)
+
+
+def _joint_order_velocity_parts(robot: MobilePanda, config: ControlConfig) -> list[PartController]:
+    """Velocity parts whose action slices follow the robot's joint order (action i drives joint i): the base
+    (ego-centric), then one part per run of consecutive arm or finger joints, as their limits and drives
+    differ (the dual arm's interleaved joints make one run of 14 arm joints, then one of 4 fingers)."""
+    n_base = len(robot.base_index)
+    if not np.array_equal(robot.base_index, np.arange(n_base)):
+        raise ValueError(f"the base joints must come first in the joint order, got indices {robot.base_index}")
+    kind: dict[int, str] = {}
+    for side in robot.sides:
+        kind.update({int(i): "arm" for i in robot.arm_index[side]})
+        kind.update({int(i): "finger" for i in robot.finger_index[side]})
+    limit = {"arm": config.arm_vel_limit_radps, "finger": config.finger_vel_limit_mps}
+    drive = {"arm": config.arm_vel_drive, "finger": config.finger_vel_drive}
+    parts: list[PartController] = [JointVelocity(robot, robot.base_index, config.base_vel_limits,
+                                                 config.base_vel_drive, robot.description.base_joint_names, True)]
+    for k, run in itertools.groupby(range(n_base, robot.dof), key=kind.__getitem__):
+        index = list(run)
+        labels = [robot.joints[i].name for i in index]
+        parts.append(JointVelocity(robot, index, [limit[k]] * len(index), drive[k], labels))
+    return parts

@@ -26,7 +26,11 @@ class MobilePanda:
         self.description = description
         loader = scene.create_urdf_loader()
         loader.fix_root_link = True
-        self.articulation: sapien.physx.PhysxArticulation = loader.load(str(description.urdf_path))
+        builder = loader.load_file_as_articulation_builder(str(description.urdf_path), str(description.srdf_path))
+        # Independent fingers, as in ManiSkill1 (its SAPIEN ignored <mimic>): the challenge's action drives
+        # each finger by its own velocity, and a mimic tendon fighting two velocity drives jitters. The
+        # grippers of the other controllers give both fingers one target. Planners keep the <mimic> tag.
+        self.articulation: sapien.physx.PhysxArticulation = builder.build(build_mimic_joints=False)
         self.articulation.set_name(description.urdf_path.stem)
         # qpos and action order = SAPIEN's joint order (breadth-first: the two arms of the dual robot
         # interleave), as in ManiSkill1. Planning code maps joints by name.
