@@ -183,12 +183,12 @@ class MobileManipulationEnv(gym.Env):
                 f"action has shape {a.shape}, expected {self.action_space.shape} for control mode "
                 f"{self.control_mode!r} ({', '.join(self.controller.labels)})"
             )
-        bad = ~np.isfinite(a)
-        if bad.any():
-            names = [f"{self.controller.labels[i]}={a[i]}" for i in np.flatnonzero(bad)]
+        finite = np.isfinite(a)
+        if not finite.all():
+            names = [f"{self.controller.labels[i]}={a[i]}" for i in np.flatnonzero(~finite)]
             raise ValueError(f"action contains NaN or inf: {', '.join(names)}")
         # Out-of-range values are clipped, as in ManiSkill.
-        return np.clip(a, self.action_space.low, self.action_space.high)
+        return np.minimum(np.maximum(a, self.controller.low), self.controller.high)
 
     # ------------------------------------------------------------------------------------------------
     # Observations

@@ -29,6 +29,7 @@ arm, 20 for the dual (11 and 18 in ``pd_ee_delta_pose``); ``normalized_joint_vel
 from __future__ import annotations
 
 import itertools
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -116,6 +117,9 @@ class JointVelocity(PartController):
         self.vel_high = np.asarray(vel_limits, dtype=np.float64)
         self.vel_low = -self.vel_high
         self.low, self.high = -np.ones(len(self.index)), np.ones(len(self.index))
+        # The mapping (upper - lower) / 2 * a + (upper + lower) / 2, precomputed: this runs every step.
+        self._scale, self._offset = (self.vel_high - self.vel_low) / 2, (self.vel_high + self.vel_low) / 2
+        self._joints = [robot.joints[i] for i in self.index]
 
     def configure(self):
         _set_drives(self.robot, self.index, self.drive)
@@ -124,13 +128,13 @@ class JointVelocity(PartController):
         self.apply(np.zeros(self.dim))
 
     def apply(self, action):
-        vel = _denormalize(action, self.vel_low, self.vel_high)
+        vel = (action * self._scale + self._offset).tolist()
         if self.ego_base:
-            yaw = float(self.robot.qpos[2])
-            c, s = np.cos(yaw), np.sin(yaw)
+            yaw = self.robot.articulation.get_qpos()[self.robot.base_index[2]]
+            c, s = math.cos(yaw), math.sin(yaw)
             vel[0], vel[1] = c * vel[0] - s * vel[1], s * vel[0] + c * vel[1]
-        for i, v in zip(self.index, vel):
-            self.robot.joints[i].set_drive_velocity_target(float(v))
+        for joint, v in zip(self._joints, vel):
+            joint.set_drive_velocity_target(v)
 
 
 class JointPosition(PartController):

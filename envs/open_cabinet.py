@@ -9,6 +9,7 @@ damping U(5, 20) on all the cabinet's joints, the robot 1.6-1.8 m from the cabin
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import sapien
 
 from .articulated_object import MovablePart, check_urdf, load_articulated_object, select_target
-from .base_env import MobileManipulationEnv, _pose7, look_at
+from .base_env import MobileManipulationEnv, look_at
 from .cabinet_generator import cabinet_ids, cabinet_urdf
 
 SPLITS = ("train", "test")
@@ -130,25 +131,28 @@ class OpenCabinetEnv(MobileManipulationEnv):
         xy = dist * np.array([np.cos(bearing), np.sin(bearing)])
         yaw = bearing - np.pi + rng.uniform(-ROBOT_YAW_NOISE_RAD, ROBOT_YAW_NOISE_RAD)
         self.robot.reset(self.robot.rest_qpos((xy[0], xy[1], yaw)))
-        self._prev_link_pose = self.target.link.entity_pose
+        self._link_pq = self._link_pq_before = self._read_link_pq()
 
     # ------------------------------------------------------------------------------------------------
+    def _read_link_pq(self) -> tuple[np.ndarray, np.ndarray]:
+        pose = self.target.link.entity_pose
+        return pose.p, pose.q
+
     def _after_step(self):
-        self._link_pose_before, self._prev_link_pose = self._prev_link_pose, self.target.link.entity_pose
+        self._link_pq_before, self._link_pq = self._link_pq, self._read_link_pq()
 
     def _link_speeds(self) -> tuple[float, float]:
         """Linear [m/s] and angular [rad/s] speed of the target link over the last control step (finite
         differences, as ManiSkill: robust to solver jitter); its instantaneous velocity right after reset."""
+        link = self.target.link
         if self.elapsed_steps == 0:
-            return float(np.linalg.norm(self.target.link.linear_velocity)), float(
-                np.linalg.norm(self.target.link.angular_velocity)
-            )
-        before, now = self._link_pose_before, self._prev_link_pose
-        dt = 1.0 / self.control_freq
-        lin = np.linalg.norm(now.p - before.p) / dt
-        dq = (before.inv() * now).q
-        ang = 2 * np.arccos(np.clip(abs(dq[0]), 0, 1)) / dt
-        return float(lin), float(ang)
+            v, w = link.linear_velocity, link.angular_velocity
+            return math.sqrt(v @ v), math.sqrt(w @ w)
+        (p0, q0), (p1, q1) = self._link_pq_before, self._link_pq
+        dp = p1 - p0
+        # The rotation between two unit quaternions q0, q1 has angle 2 acos(|<q0, q1>|).
+        angle = 2.0 * math.acos(min(1.0, abs(float(q0 @ q1))))
+        return math.sqrt(dp @ dp) * self.control_freq, angle * self.control_freq
 
     def open_fraction(self) -> float:
         q = float(self.cabinet.get_qpos()[self.target.joint_index])
@@ -181,12 +185,14 @@ class OpenCabinetEnv(MobileManipulationEnv):
         return X_WL[:3, :3] @ self.handle_center_L + X_WL[:3, 3]
 
     def _task_state(self):
-        joint = self.target.joint
-        X_WJ = joint.get_global_pose().to_transformation_matrix()  # the joint axis is its x axis
-        q = self.cabinet.get_qpos()[self.target.joint_index]
-        qd = self.cabinet.get_qvel()[self.target.joint_index]
+        i = self.target.joint_index
+        q, qd = float(self.cabinet.get_qpos()[i]), float(self.cabinet.get_qvel()[i])
+        lo, hi = self.target.q_range
+        link_pose = self.target.link.entity_pose
+        X_WL = link_pose.to_transformation_matrix()
+        X_WJ = self.target.joint.get_global_pose().to_transformation_matrix()  # the joint axis is its x axis
         return np.concatenate(
-            [[self.open_fraction(), q, qd], _pose7(self.target.link.entity_pose), self.handle_center_W(),
+            [[(q - lo) / (hi - lo), q, qd], link_pose.p, link_pose.q, X_WL[:3, :3] @ self.handle_center_L + X_WL[:3, 3],
              X_WJ[:3, 0], X_WJ[:3, 3]]
         ).astype(np.float32)
 
