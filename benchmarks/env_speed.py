@@ -61,6 +61,30 @@ def physics_steps_per_second(env, steps: int, seed: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def pointcloud_breakdown(env, steps: int, seed: int) -> dict[str, float]:
+    """Milliseconds per control step spent in physics, rendering (incl. reading pictures back) and fusion."""
+    from handleit.envs.cameras import fuse_point_cloud
+
+    base = env.unwrapped
+    base.reset(seed=seed)
+    totals = {"physics": 0.0, "render": 0.0, "fuse": 0.0}
+    for a in _actions(env, steps, seed).astype(np.float64):
+        t0 = time.perf_counter()
+        base.controller.apply(a)
+        for _ in range(base.substeps):
+            base.scene.step()
+        t1 = time.perf_counter()
+        base.scene.update_render()
+        images = base.cameras.capture()
+        t2 = time.perf_counter()
+        fuse_point_cloud(images)
+        t3 = time.perf_counter()
+        totals["physics"] += t1 - t0
+        totals["render"] += t2 - t1
+        totals["fuse"] += t3 - t2
+    return {k: 1e3 * v / steps for k, v in totals.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
@@ -75,6 +99,7 @@ def main() -> None:
           f"medians of {args.rounds} rounds")
     print(f"{'task':<20} {'physics-only':>13} {'state':>9} {'state/physics':>14} {'pointcloud':>11}")
     cams = dict(camera_width=args.camera_width, camera_height=args.camera_height)
+    breakdowns = []
     for task in ("OpenCabinetDrawer", "OpenCabinetDoor"):
         state_env = handleit.envs.make(task, obs_mode="state", **cams)
         physics, state = [], []
@@ -86,9 +111,13 @@ def main() -> None:
         env_steps_per_second(pc_env, 5, args.seed)  # the process's first render compiles the shaders
         pointcloud = np.median([env_steps_per_second(pc_env, args.pointcloud_steps, args.seed) for _ in range(3)])
         print(f"{task:<20} {np.median(physics):>13.0f} {np.median(state):>9.0f} {ratio:>14.2f} {pointcloud:>11.1f}")
+        breakdowns.append((task, pointcloud_breakdown(pc_env, args.pointcloud_steps, args.seed)))
         state_env.close()
         pc_env.close()
     print("units: control steps per second (5 physics substeps each); state/physics is the median of per-round ratios")
+    print("pointcloud step breakdown (ms per control step; render includes reading the pictures back):")
+    for task, parts in breakdowns:
+        print(f"  {task:<20} " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
 
 
 if __name__ == "__main__":
