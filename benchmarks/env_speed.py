@@ -103,7 +103,7 @@ def main() -> None:
     for task in ("OpenCabinetDrawer", "OpenCabinetDoor"):
         state_env = handleit.envs.make(task, obs_mode="state", **cams)
         physics, state = [], []
-        for r in range(args.rounds):
+        for _ in range(args.rounds):
             physics.append(physics_steps_per_second(state_env, args.steps, args.seed))
             state.append(env_steps_per_second(state_env, args.steps, args.seed))
         ratio = np.median(np.array(state) / np.array(physics))

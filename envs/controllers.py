@@ -200,7 +200,6 @@ class EEDeltaPose(JointPosition):
     """Delta of the tool pose (translation and axis-angle, both in the base frame), solved by IK."""
 
     def __init__(self, robot, side: str, drive: Drive, pos_delta_m: float, rot_delta_rad: float):
-        names = robot.description.arm_joint_names(side)
         super().__init__(robot, robot.arm_index[side], drive, labels=())
         self.labels = tuple(f"{side}_tcp_{k}" for k in ("dx", "dy", "dz", "drx", "dry", "drz"))
         self.low, self.high = -np.ones(6), np.ones(6)
@@ -210,7 +209,6 @@ class EEDeltaPose(JointPosition):
         self.tcp_index = robot.tcp_links[side].index
         self.qmask = np.zeros(robot.dof, dtype=np.int32)
         self.qmask[robot.arm_index[side]] = 1
-        assert len(names) == 7
 
     def apply(self, action):
         X_WB = self.robot.X_WB.to_transformation_matrix()

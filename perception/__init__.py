@@ -1,0 +1,1 @@
+"""Point-cloud perception: observation in, features out (numpy in, numpy out). Arrives with issue 3."""

@@ -22,7 +22,7 @@ def test_gymnasium_checker_accepts_env(task, obs_mode):
 
 
 def test_registered_ids_and_default_horizon():
-    for task, (env_id, _) in handleit.envs.TASKS.items():
+    for env_id, _ in handleit.envs.TASKS.values():
         assert env_id in gym.registry
         assert gym.spec(env_id).max_episode_steps == 200
     env = make_env()
