@@ -52,6 +52,34 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    """Run a solver on tasks and splits in parallel workers; write records and print the summary table."""
+    import handleit.envs
+    from handleit.evaluation import episode_specs, run_episodes, summarize
+
+    tasks = list(handleit.envs.TASKS) if args.task == "all" else args.task.split(",")
+    splits = args.split.split(",")
+    out = Path(args.out)
+    video_episodes = tuple(range(args.video))
+    specs = []
+    for task in tasks:
+        for split in splits:
+            specs += episode_specs(task, split, args.episodes, args.solver, args.max_steps, args.seed,
+                                   video_episodes, out / "videos")
+    print(f"{len(specs)} episodes ({', '.join(tasks)}; {', '.join(splits)}; solver {args.solver}; "
+          f"{args.max_steps} steps) in {args.workers} workers; records -> {out / 'records.jsonl'}")
+    records = run_episodes(specs, out / "records.jsonl", workers=args.workers, resume=args.resume,
+                           episode_timeout_s=args.episode_timeout)
+    wanted = {s.key for s in specs}
+    table = summarize([r for r in records if r.key in wanted])
+    (out / "summary.md").write_text(table + "\n")
+    print(table)
+    errors = [r for r in records if r.key in wanted and r.error]
+    for r in errors[:3]:
+        print(f"\nerror in {r.task} {r.split} seed {r.seed} ({r.model_id}):\n{r.error}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import handleit.envs
 
@@ -65,6 +93,20 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--image", default="outputs/demo.png")
     demo.set_defaults(func=_demo)
+
+    ev = sub.add_parser("eval", help=_eval.__doc__)
+    ev.add_argument("--task", default="OpenCabinetDrawer", help="a task, several separated by commas, or 'all'")
+    ev.add_argument("--split", default="test", help="train, test, or train,test")
+    ev.add_argument("--episodes", type=int, default=50, help="episodes per task and split")
+    ev.add_argument("--solver", default="bt", help="bt, idle, or package.module:factory")
+    ev.add_argument("--max-steps", type=int, default=200, help="episode length in control steps (100 Hz)")
+    ev.add_argument("--workers", type=int, default=2)
+    ev.add_argument("--seed", type=int, default=0, help="episode i uses seed + i")
+    ev.add_argument("--out", default="outputs/eval")
+    ev.add_argument("--video", type=int, default=0, help="save videos of the first N episodes of each split")
+    ev.add_argument("--resume", action="store_true", help="skip episodes already in OUT/records.jsonl")
+    ev.add_argument("--episode-timeout", type=float, default=600.0, help="seconds before a hung episode is stopped")
+    ev.set_defaults(func=_eval)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,0 +1,292 @@
+"""The evaluation harness: run a solver on a task's split, in parallel worker processes, one record per episode.
+
+- Episode i of a split uses cabinet ``ids[i % len(ids)]`` (every cabinet equally often, as ManiSkill1's
+  protocol spreads its levels over objects) and seed ``seed + i`` (target part, robot pose, joint friction).
+- Workers are supervised processes: a worker that crashes (segfault, out of memory) or exceeds the episode
+  time limit costs that one episode, recorded as an error, and is replaced; the run goes on.
+- Records are appended to ``records.jsonl`` as they arrive (nothing measured is lost if the run stops);
+  ``resume=True`` skips episodes already recorded there.
+- The summary has the shape of papers/002 Table 1 (train / test success per task and solver) plus a
+  breakdown of the behavior-tree nodes that failed.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import queue
+import time
+import traceback
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_EPISODE_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    task: str
+    split: str
+    index: int  # episode index within (task, split)
+    seed: int
+    model_id: str
+    solver: str
+    max_steps: int
+    video_path: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id)
+
+
+@dataclass
+class EpisodeRecord:
+    task: str
+    split: str
+    solver: str
+    max_steps: int
+    seed: int
+    model_id: str
+    index: int
+    target_link: str | None = None
+    success: bool = False
+    steps: int = 0
+    failed_node: str | None = None  # the last tree node whose failure triggered a recovery (or ended the run)
+    failures: list[str] = field(default_factory=list)  # every failed check, in order
+    open_fraction: float | None = None  # ground truth at the end (evaluation only)
+    wall_time_s: float = 0.0
+    error: str | None = None  # set when the episode could not run to its end (exception, crash, timeout)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id)
+
+
+# ----------------------------------------------------------------------------------------------------
+# One episode (runs inside a worker)
+# ----------------------------------------------------------------------------------------------------
+class _EpisodeRunner:
+    """Keeps one env per (task, split, max_steps) in a worker process, to avoid rebuilding it."""
+
+    def __init__(self):
+        self._envs: dict[tuple, Any] = {}
+
+    def env(self, spec: EpisodeSpec):
+        import handleit.envs
+
+        key = (spec.task, spec.split, spec.max_steps)
+        if key not in self._envs:
+            self._envs[key] = handleit.envs.make(
+                spec.task, obs_mode="pointcloud", split=spec.split, max_episode_steps=spec.max_steps,
+                render_mode="rgb_array",
+            )
+        return self._envs[key]
+
+    def run(self, spec: EpisodeSpec) -> EpisodeRecord:
+        from handleit.sim_robot import SimRobot
+        from handleit.solvers import make_solver
+
+        record = EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed, spec.model_id, spec.index)
+        start = time.perf_counter()
+        frames = []
+        try:
+            env = self.env(spec)
+            robot = SimRobot(env)
+            observation = robot.reset(seed=spec.seed, options={"model_id": spec.model_id})
+            record.target_link = robot.info.get("target_link")
+            solver = make_solver(spec.solver, spec.task, robot.model)
+            solver.reset(observation)
+            while not robot.done:
+                command = solver.step(observation)
+                robot.act(command)
+                observation = robot.observe()
+                if spec.video_path:
+                    frames.append(env.render())
+                node = getattr(solver, "failed_node", None)
+                if node and (not record.failures or record.failures[-1] != node):
+                    record.failures.append(node)
+            record.success = bool(robot.info.get("success", False))
+            record.steps = robot.steps
+            record.open_fraction = robot.info.get("open_fraction")
+            record.failed_node = None if record.success else (getattr(solver, "failed_node", None) or "timeout")
+            if hasattr(solver, "diagnostics"):
+                record.diagnostics = solver.diagnostics()
+        except Exception:  # one bad episode must not end the run: record it and go on
+            record.error = traceback.format_exc(limit=8)
+            record.failed_node = record.failed_node or "error"
+        record.wall_time_s = time.perf_counter() - start
+        if frames:
+            _save_video(frames, spec.video_path, fps=int(round(1.0 / (robot.model.control_dt_s * 2))))
+        return record
+
+
+def _save_video(frames, path: str, fps: int) -> None:
+    import imageio.v2 as imageio
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimwrite(path, frames[::2], fps=max(fps, 1), macro_block_size=1)
+
+
+def _worker_main(inbox, result_queue) -> None:
+    runner = _EpisodeRunner()
+    while True:
+        spec = inbox.get()
+        if spec is None:
+            return
+        result_queue.put((mp.current_process().name, runner.run(spec)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The supervised pool
+# ----------------------------------------------------------------------------------------------------
+def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: int, seed: int = 0,
+                  video_episodes: tuple[int, ...] = (), video_dir: Path | None = None) -> list[EpisodeSpec]:
+    from handleit.envs.cabinet_generator import cabinet_ids
+
+    kind = {"OpenCabinetDrawer": "drawer", "OpenCabinetDoor": "door"}.get(task)
+    if kind is None:
+        import handleit.envs
+
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(handleit.envs.TASKS)}")
+    ids = cabinet_ids(kind, split)
+    specs = []
+    for i in range(episodes):
+        video = None
+        if i in video_episodes and video_dir is not None:
+            video = str(Path(video_dir) / f"{task}-{split}-{solver.replace(':', '_')}-{max_steps}-ep{i:03d}.mp4")
+        specs.append(EpisodeSpec(task, split, i, seed + i, ids[i % len(ids)], solver, max_steps, video))
+    return specs
+
+
+def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int = 2, resume: bool = False,
+                 episode_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S, progress: bool = True) -> list[EpisodeRecord]:
+    """Run the episodes in ``workers`` supervised processes; return every record (old ones too on resume)."""
+    records_path = Path(records_path)
+    records_path.parent.mkdir(parents=True, exist_ok=True)
+    done: dict[tuple, EpisodeRecord] = {}
+    if resume and records_path.exists():
+        for line in records_path.read_text().splitlines():
+            if line.strip():
+                rec = EpisodeRecord(**json.loads(line))
+                done[rec.key] = rec
+    pending = [s for s in specs if s.key not in done]
+    results = [done[s.key] for s in specs if s.key in done]
+    if not pending:
+        return results
+
+    ctx = mp.get_context("spawn")  # a fresh interpreter per worker: no inherited Vulkan or PhysX state
+    result_queue = ctx.Queue()
+    workers_by_name: dict[str, tuple[Any, Any]] = {}  # name -> (process, inbox)
+
+    def start_worker() -> str:
+        inbox = ctx.Queue()
+        proc = ctx.Process(target=_worker_main, args=(inbox, result_queue), daemon=True)
+        proc.start()
+        workers_by_name[proc.name] = (proc, inbox)
+        return proc.name
+
+    todo = list(reversed(pending))
+    idle = [start_worker() for _ in range(max(1, min(workers, len(pending))))]
+    running: dict[str, tuple[EpisodeSpec, float]] = {}  # worker name -> (episode, start time)
+    bar = _progress(len(pending)) if progress else None
+    with records_path.open("a") as out:
+
+        def record(rec: EpisodeRecord) -> None:
+            out.write(json.dumps(asdict(rec)) + "\n")
+            out.flush()
+            results.append(rec)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(success=f"{sum(r.success for r in results)}/{len(results)}")
+
+        while todo or running:
+            # The parent hands each worker one episode at a time, so it always knows who holds what.
+            while todo and idle:
+                name = idle.pop()
+                spec = todo.pop()
+                workers_by_name[name][1].put(spec)
+                running[name] = (spec, time.monotonic())
+            try:
+                name, rec = result_queue.get(timeout=1.0)
+                running.pop(name, None)
+                idle.append(name)
+                record(rec)
+            except queue.Empty:
+                pass
+            # Supervision: a dead or hung worker costs its episode (an error record) and is replaced.
+            for name, (proc, _) in list(workers_by_name.items()):
+                spec, started = running.get(name, (None, 0.0))
+                timed_out = spec is not None and time.monotonic() - started > episode_timeout_s
+                if proc.is_alive() and not timed_out:
+                    continue
+                if timed_out:
+                    proc.kill()
+                proc.join(timeout=5)
+                del workers_by_name[name]
+                if name in idle:
+                    idle.remove(name)
+                if spec is not None:
+                    del running[name]
+                    reason = (f"episode exceeded {episode_timeout_s:.0f} s" if timed_out
+                              else f"worker process died (exit code {proc.exitcode})")
+                    record(EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed,
+                                         spec.model_id, spec.index, error=reason, failed_node="error"))
+                if todo:
+                    idle.append(start_worker())
+    for proc, inbox in workers_by_name.values():
+        inbox.put(None)
+    for proc, _ in workers_by_name.values():
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.kill()
+    if bar is not None:
+        bar.close()
+    return results
+
+
+def _progress(total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="episode", dynamic_ncols=True)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Summary
+# ----------------------------------------------------------------------------------------------------
+def summarize(records: list[EpisodeRecord]) -> str:
+    """Markdown: success per task and solver, train / test (papers/002 Table 1), and failure nodes."""
+    groups: dict[tuple, list[EpisodeRecord]] = defaultdict(list)
+    for r in records:
+        groups[(r.task, r.solver, r.max_steps, r.split)].append(r)
+    columns = sorted({(r.solver, r.max_steps) for r in records})
+    tasks = sorted({r.task for r in records})
+    header = "| task | " + " | ".join(f"{s} ({m} steps) train | {s} ({m} steps) test" for s, m in columns) + " |"
+    lines = [header, "|" + " --- |" * (1 + 2 * len(columns))]
+    for task in tasks:
+        cells = []
+        for solver, max_steps in columns:
+            for split in ("train", "test"):
+                rs = groups.get((task, solver, max_steps, split), [])
+                cells.append(_rate(rs))
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Rates are successes / episodes; episodes that raised or crashed count as failures (errors in brackets).")
+    failures = Counter((r.task, r.failed_node) for r in records if not r.success)
+    if failures:
+        lines += ["", "| task | failed node | episodes |", "| --- | --- | ---: |"]
+        for (task, node), n in sorted(failures.items(), key=lambda kv: (kv[0][0], -kv[1])):
+            lines.append(f"| {task} | {node} | {n} |")
+    return "\n".join(lines)
+
+
+def _rate(records: list[EpisodeRecord]) -> str:
+    if not records:
+        return "-"
+    n = len(records)
+    wins = sum(r.success for r in records)
+    errors = sum(r.error is not None for r in records)
+    text = f"{wins / n:.3f} ({wins}/{n})"
+    return text + (f" [{errors} errors]" if errors else "")

@@ -1,0 +1,124 @@
+"""The robot interface over a bundled environment: what the behavior trees drive in simulation.
+
+``SimRobot`` turns env observations into :class:`~handleit.types.Observation` and
+:class:`~handleit.types.Command` into the env's normalized joint-velocity action (papers/002 footnote 2).
+Success flags from the env (ground truth) stay here, for the evaluation harness; they never reach a solver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from handleit.control.actions import gripper_velocity, normalize_velocity, world_to_base_velocity
+from handleit.types import Command, Observation, RobotModel
+
+
+def robot_model_of(env) -> RobotModel:
+    """The planners' view of a bundled env's robot (description files, joint groups, velocity limits)."""
+    base = env.unwrapped
+    if base.control_mode != "normalized_joint_vel":
+        raise ValueError(f"SimRobot drives the normalized_joint_vel controller; the env uses {base.control_mode!r}")
+    robot, desc, cfg = base.robot, base.description, base.control_config
+    limits = np.zeros(robot.dof)
+    limits[robot.base_index] = cfg.base_vel_limits
+    for side in robot.sides:
+        limits[robot.arm_index[side]] = cfg.arm_vel_limit_radps
+        limits[robot.finger_index[side]] = cfg.finger_vel_limit_mps
+    return RobotModel(
+        urdf_path=desc.urdf_path,
+        srdf_path=desc.srdf_path,
+        joint_names=robot.joint_names,
+        joint_limits=robot.qlimits.copy(),
+        velocity_limits=limits,
+        base_joint_names=desc.base_joint_names,
+        arm_joint_names={s: desc.arm_joint_names(s) for s in robot.sides},
+        finger_joint_names={s: desc.finger_joint_names(s) for s in robot.sides},
+        tcp_link_names={s: desc.tcp_link_name(s) for s in robot.sides},
+        base_link_name="mobile_base",
+        control_dt_s=1.0 / base.control_freq,
+    )
+
+
+class SimRobot:
+    """A :class:`~handleit.types.RobotInterface` over a handleit env in ``pointcloud`` mode."""
+
+    def __init__(self, env):
+        if env.unwrapped.obs_mode != "pointcloud":
+            raise ValueError(f"SimRobot needs obs_mode='pointcloud', the env has {env.unwrapped.obs_mode!r}")
+        self.env = env
+        self.model = robot_model_of(env)
+        m = self.model
+        self._base_xy = m.index(m.base_joint_names[:2])
+        self._yaw = int(m.index(m.base_joint_names[2:3])[0])
+        self._fingers = {s: m.index(n) for s, n in m.finger_joint_names.items()}
+        self._gripper_state = {s: "hold" for s in m.finger_joint_names}
+        self._obs: dict[str, Any] | None = None
+        self.info: dict[str, Any] = {}  # the env's last info (ground truth: for evaluation only)
+        self.steps = 0
+        self.done = False
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> Observation:
+        self._obs, self.info = self.env.reset(seed=seed, options=options)
+        self.steps, self.done = 0, False
+        self._gripper_state = {s: "hold" for s in self._gripper_state}
+        return self.observe()
+
+    def observe(self) -> Observation:
+        if self._obs is None:
+            raise RuntimeError("call reset() first")
+        o = self._obs
+        pc, agent = o["pointcloud"], o["agent"]
+        valid = pc["valid"]
+        base = self.env.unwrapped
+        return Observation(
+            time_s=self.steps * self.model.control_dt_s,
+            points=pc["xyz"][valid],
+            colors=pc["rgb"][valid],
+            masks={name: pc[name][valid] for name in ("target_handle", "target_link", "robot")},
+            frame=pc["frame"],
+            joint_names=self.model.joint_names,
+            qpos=agent["qpos"].astype(np.float64),
+            qvel=agent["qvel"].astype(np.float64),
+            X_WB=_pose7_to_matrix(agent["base_pose"]),
+            X_WT={s: _pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(base.robot.sides)},
+        )
+
+    def action_of(self, command: Command) -> np.ndarray:
+        """The env's normalized action for a command: x/y velocities to the base frame, grippers to fingers."""
+        m = self.model
+        qvel = np.asarray(command.qvel, dtype=np.float64).copy()
+        if qvel.shape != (len(m.joint_names),):
+            raise ValueError(f"command.qvel has shape {qvel.shape}, expected ({len(m.joint_names)},)")
+        if not np.all(np.isfinite(qvel)):
+            raise ValueError("command.qvel contains NaN or inf")
+        yaw = float(self._obs["agent"]["qpos"][self._yaw])
+        v_B = world_to_base_velocity(qvel[self._base_xy], yaw)
+        # Scale the planar velocity as a whole so that clipping each axis does not bend its direction.
+        excess = np.max(np.abs(v_B) / m.velocity_limits[self._base_xy])
+        qvel[self._base_xy] = v_B / excess if excess > 1.0 else v_B
+        for side, index in self._fingers.items():
+            self._gripper_state[side] = command.gripper.get(side, self._gripper_state[side])
+            qvel[index] = gripper_velocity(self._gripper_state[side], m.velocity_limits[index[0]])
+        return normalize_velocity(qvel, -m.velocity_limits, m.velocity_limits).astype(np.float32)
+
+    def act(self, command: Command) -> None:
+        if self.done:
+            raise RuntimeError("the episode has ended; call reset()")
+        self._obs, _, terminated, truncated, self.info = self.env.step(self.action_of(command))
+        self.steps += 1
+        self.done = bool(terminated or truncated)
+
+
+def _pose7_to_matrix(pose7: np.ndarray) -> np.ndarray:
+    """(x, y, z, qw, qx, qy, qz) -> 4x4."""
+    w, x, y, z = (float(v) for v in pose7[3:7])
+    X = np.eye(4)
+    X[:3, :3] = [
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ]
+    X[:3, 3] = pose7[:3]
+    return X

@@ -1,0 +1,70 @@
+"""Solvers the evaluation harness can run, chosen by name.
+
+A solver maps observations to commands through the robot interface only:
+
+    solver = make_solver("bt", task="OpenCabinetDrawer", model=robot.model)
+    solver.reset(observation)
+    command = solver.step(observation)   # every control step
+    solver.failed_node                   # for trees: the node whose failure last triggered a recovery
+
+Names: ``bt`` (the task's behavior tree), ``idle`` (does nothing: a floor for every table), or
+``package.module:factory`` for a user's solver, where ``factory(task=..., model=...)`` returns an object
+with ``reset``, ``step`` and optionally ``failed_node`` and ``diagnostics()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+import numpy as np
+
+from handleit.types import Command, Observation, RobotModel
+
+
+class Solver(Protocol):
+    name: str
+    failed_node: str | None
+
+    def reset(self, observation: Observation) -> None: ...
+
+    def step(self, observation: Observation) -> Command: ...
+
+    def diagnostics(self) -> dict[str, Any]: ...
+
+
+class IdleSolver:
+    """Holds still: zero velocities, grippers held."""
+
+    name = "idle"
+    failed_node = None
+
+    def __init__(self, model: RobotModel):
+        self.model = model
+
+    def reset(self, observation: Observation) -> None:
+        pass
+
+    def step(self, observation: Observation) -> Command:
+        return Command(qvel=np.zeros(len(self.model.joint_names)))
+
+    def diagnostics(self) -> dict[str, Any]:
+        return {}
+
+
+def make_solver(spec: str, task: str, model: RobotModel) -> Solver:
+    """Build the solver named by ``spec`` for ``task``; ``ValueError`` names what is wrong."""
+    if spec == "idle":
+        return IdleSolver(model)
+    if spec == "bt":
+        from handleit.behaviors import make_tree_solver
+
+        return make_tree_solver(task, model)
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"cannot load solver {spec!r}: {e}") from None
+        return factory(task=task, model=model)
+    raise ValueError(f"unknown solver {spec!r}; choose 'bt', 'idle' or 'package.module:factory'")

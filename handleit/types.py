@@ -1,0 +1,96 @@
+"""Shared types: the robot interface between the sense-plan-act layers and a robot, simulated or real.
+
+Perception, planning, control and behaviors see the world only through these: an :class:`Observation` in,
+a :class:`Command` out. They never import ``handleit.envs`` and never read simulator ground truth; a
+simulated robot (``handleit.sim_robot.SimRobot``) and a real one implement :class:`RobotInterface`.
+
+Poses are 4x4 homogeneous matrices named by their frames: ``X_WB`` is the pose of frame B (the mobile
+base) in frame W (the world).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+GripperCommand = Literal["open", "close", "hold"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the robot's sensors report at one control step (numpy arrays, SI units)."""
+
+    time_s: float
+    points: np.ndarray  # [N, 3] float32, the fused point cloud in `frame`
+    colors: np.ndarray  # [N, 3] uint8
+    masks: dict[str, np.ndarray]  # name -> [N] bool: "target_handle", "target_link", "robot"
+    frame: str  # the frame of `points`, e.g. "world"
+    joint_names: tuple[str, ...]
+    qpos: np.ndarray  # [dof] joint positions (m or rad), in `joint_names` order
+    qvel: np.ndarray  # [dof] joint velocities
+    X_WB: np.ndarray  # 4x4 pose of the mobile base in the world
+    X_WT: dict[str, np.ndarray] = field(default_factory=dict)  # arm side -> 4x4 tool-centre pose in the world
+
+    def q(self, names) -> np.ndarray:
+        """Joint positions of the named joints, in the order given."""
+        index = {n: i for i, n in enumerate(self.joint_names)}
+        return self.qpos[[index[n] for n in names]]
+
+
+@dataclass(frozen=True)
+class Command:
+    """Joint velocity targets for the controlled joints (base and arms), and one command per gripper."""
+
+    qvel: np.ndarray  # [dof] target velocities in the robot's joint order; finger joints are ignored
+    gripper: dict[str, GripperCommand] = field(default_factory=dict)  # arm side -> open / close / hold
+
+
+@dataclass(frozen=True)
+class RobotModel:
+    """What planners need to know of the robot: its description files and joint groups."""
+
+    urdf_path: Path
+    srdf_path: Path
+    joint_names: tuple[str, ...]  # the robot's joint order (qpos, Command.qvel)
+    joint_limits: np.ndarray  # [dof, 2]
+    velocity_limits: np.ndarray  # [dof] largest |velocity| a command may ask for
+    base_joint_names: tuple[str, ...]  # x, y, yaw, height
+    arm_joint_names: dict[str, tuple[str, ...]]  # side -> 7 arm joints
+    finger_joint_names: dict[str, tuple[str, ...]]  # side -> 2 finger joints
+    tcp_link_names: dict[str, str]  # side -> tool-centre link
+    base_link_name: str
+    gripper_max_opening_m: float = 0.08
+    control_dt_s: float = 0.01
+
+    def index(self, names) -> np.ndarray:
+        order = {n: i for i, n in enumerate(self.joint_names)}
+        return np.array([order[n] for n in names], dtype=int)
+
+
+@runtime_checkable
+class RobotInterface(Protocol):
+    """A robot the behavior trees can drive: simulated (SimRobot) or real (drivers)."""
+
+    model: RobotModel
+
+    def observe(self) -> Observation:
+        """The latest observation (does not advance time)."""
+
+    def act(self, command: Command) -> None:
+        """Send one control step's command; returns after the step (simulation) or when it is sent."""
+
+
+@dataclass(frozen=True)
+class Grasp:
+    """A parallel-jaw grasp: the tool-centre pose and the opening it needs.
+
+    Gripper frame G (the Panda's tool centre): z is the approach direction (out of the palm, between the
+    fingers), y is the closing direction (the fingers move along +-y), x = y cross z.
+    """
+
+    X_WG: np.ndarray  # 4x4
+    width_m: float
+    score: float  # larger is better

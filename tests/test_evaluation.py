@@ -1,0 +1,68 @@
+"""The evaluation harness: records, summary, and one bad episode never ends a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from handleit.evaluation import EpisodeRecord, episode_specs, run_episodes, summarize
+
+
+def _specs(solver, n=1, seed=0, split="test"):
+    return episode_specs("OpenCabinetDrawer", split, n, solver, max_steps=5, seed=seed)
+
+
+def test_episode_specs_cycle_through_the_split_and_seeds():
+    specs = episode_specs("OpenCabinetDoor", "test", 12, "bt", 200, seed=100)
+    assert [s.seed for s in specs] == list(range(100, 112))
+    assert specs[0].model_id == specs[10].model_id  # 10 test door cabinets
+    assert len({s.model_id for s in specs[:10]}) == 10
+    with pytest.raises(ValueError, match="unknown task 'PushFridge'"):
+        episode_specs("PushFridge", "test", 1, "bt", 200)
+
+
+def test_bad_episodes_are_recorded_and_the_run_goes_on(tmp_path):
+    """An exception, a dead worker and a hung episode each cost one episode; the others complete."""
+    specs = (_specs("idle", 2) + _specs("tests.eval_solvers:raising", seed=10)
+             + _specs("tests.eval_solvers:crashing", seed=20) + _specs("tests.eval_solvers:hanging", seed=30))
+    path = tmp_path / "records.jsonl"
+    records = run_episodes(specs, path, workers=2, episode_timeout_s=45, progress=False)
+    by_solver = {}
+    for r in records:
+        by_solver.setdefault(r.solver, []).append(r)
+    assert len(records) == len(specs) == 5
+    assert all(r.error is None and r.steps == 5 and not r.success for r in by_solver["idle"])
+    assert "this solver always fails" in by_solver["tests.eval_solvers:raising"][0].error
+    assert "worker process died (exit code 3)" in by_solver["tests.eval_solvers:crashing"][0].error
+    assert "exceeded 45 s" in by_solver["tests.eval_solvers:hanging"][0].error
+    lines = path.read_text().splitlines()
+    assert len(lines) == 5 and {json.loads(line)["seed"] for line in lines} == {0, 1, 10, 20, 30}
+
+
+def test_resume_skips_recorded_episodes(tmp_path):
+    path = tmp_path / "records.jsonl"
+    specs = _specs("idle", 3)
+    done = EpisodeRecord(**{**dataclasses.asdict(EpisodeRecord("OpenCabinetDrawer", "test", "idle", 5, 0, specs[0].model_id, 0)),
+                            "success": True})
+    with path.open("w") as f:
+        for spec in specs:
+            rec = dataclasses.replace(done, seed=spec.seed, model_id=spec.model_id, index=spec.index)
+            f.write(json.dumps(dataclasses.asdict(rec)) + "\n")
+    records = run_episodes(specs, path, workers=2, resume=True, progress=False)
+    assert [r.success for r in records] == [True, True, True]  # nothing re-run
+    assert len(path.read_text().splitlines()) == 3
+
+
+def test_summary_has_the_shape_of_the_paper_table():
+    recs = []
+    for split, wins in (("train", 3), ("test", 1)):
+        for i in range(4):
+            recs.append(EpisodeRecord("OpenCabinetDrawer", split, "bt", 200, i, "m", i, success=i < wins,
+                                      failed_node=None if i < wins else "Move to pregrasp"))
+    recs.append(EpisodeRecord("OpenCabinetDrawer", "test", "bt", 200, 9, "m", 9, error="boom", failed_node="error"))
+    table = summarize(recs)
+    assert "| OpenCabinetDrawer | 0.750 (3/4) | 0.200 (1/5) [1 errors] |" in table
+    assert "| OpenCabinetDrawer | Move to pregrasp | 4 |" in table
+    assert "| OpenCabinetDrawer | error | 1 |" in table
