@@ -32,7 +32,7 @@ import trimesh
 from .asset_cache import build_once, cache_dir
 
 ArmLayout = Literal["single", "dual"]
-DESCRIPTION_VERSION = "3"
+DESCRIPTION_VERSION = "4"
 
 BASE_JOINT_NAMES = ("root_x_axis_joint", "root_y_axis_joint", "root_z_rotation_joint", "linear_actuator_height")
 _ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
@@ -185,7 +185,7 @@ def _low_poly_visual(filename: str) -> str:
 
 
 def _adjacent_pairs(robot: ET.Element) -> set[tuple[str, str]]:
-    """Link pairs joined by a joint, and pairs joined through chains of fixed joints or geometry-less links."""
+    """Link pairs joined by a joint (directly or through geometry-less links), and sibling links."""
     parent_of = {j.find("child").get("link"): j.find("parent").get("link") for j in robot.iter("joint")}
     has_geometry = {l.get("name"): l.find("collision") is not None for l in robot.iter("link")}
 
@@ -201,6 +201,14 @@ def _adjacent_pairs(robot: ET.Element) -> set[tuple[str, str]]:
             ancestor = nearest_geometric_ancestor(child)
             if ancestor is not None:
                 pairs.add(tuple(sorted((child, ancestor))))
+    # Siblings on one link: a hand's two fingers touch whenever the gripper closes on nothing, and the two
+    # arms' first links are bolted to the same torso; neither contact is a collision to plan around.
+    children: dict[str, list[str]] = {}
+    for child in parent_of:
+        if has_geometry.get(child):
+            children.setdefault(nearest_geometric_ancestor(child), []).append(child)
+    for siblings in children.values():
+        pairs.update(tuple(sorted((a, b))) for i, a in enumerate(siblings) for b in siblings[i + 1:])
     return pairs
 
 

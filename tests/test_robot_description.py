@@ -69,6 +69,7 @@ def test_srdf_disables_adjacent_pairs_only_where_links_touch():
     pairs = {(e.get("link1"), e.get("link2")) for e in ET.parse(description.srdf_path).getroot()}
     assert ("right_panda_link1", "right_panda_link2") in pairs
     assert ("right_panda_hand", "right_panda_leftfinger") in pairs
+    assert ("right_panda_leftfinger", "right_panda_rightfinger") in pairs  # they touch when closed on nothing
     # The hand and the forearm do collide in some configurations: they must stay checked.
     assert ("right_panda_hand", "right_panda_link5") not in pairs
 
