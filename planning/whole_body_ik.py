@@ -185,6 +185,7 @@ class WholeBodyIK:
             finger_joint_names = [n for n in self.joint_names if "finger" in n]
         self.finger_joint_names = tuple(finger_joint_names)
         self._caller_index = {n: i for i, n in enumerate(self.joint_names)}
+        self._finger_index_set = {self._caller_index[n] for n in self.finger_joint_names}
         self._weights = dict(weights or {})
         self._default_weights = self._joint_weights(self._weights)
 
@@ -265,6 +266,7 @@ class WholeBodyIK:
         fixed_joints: Sequence[str] = (),
         q_nominal: np.ndarray | None = None,
         weights: Mapping[str, float] | None = None,
+        initial_guesses: Sequence[np.ndarray] = (),
     ) -> IKResult:
         """Joint positions that put each tool centre at its goal pose, near the current configuration.
 
@@ -281,6 +283,9 @@ class WholeBodyIK:
                 reach with the arm alone).
             q_nominal: configuration (caller's order) the cost pulls towards; default ``q_current``.
             weights: cost weights overriding the constructor's, per group or joint name (1/m^2, 1/rad^2).
+            initial_guesses: further starting points (caller's order), tried in turn after the default
+                attempts fail. SNOPT is a local method: a goal that needs a large wrist roll from the current
+                posture often needs a start with the wrist already rolled. Held joints keep their values.
 
         Returns:
             An :class:`IKResult`. An unreachable goal gives ``success=False``; nothing is raised for it.
@@ -315,7 +320,17 @@ class WholeBodyIK:
         if not {self.base_joint_names[i] for i in (0, 1, 2)} & held:
             attempts.append((self._base_carried_seed(q0, goals_W, held_index), 1.0))
         best = None
-        for seed, fraction in attempts[: max(1, self.max_attempts)]:
+        attempts = attempts[: max(1, self.max_attempts)]
+        base_free = not {self.base_joint_names[i] for i in (0, 1, 2)} & held
+        for guess in initial_guesses:
+            guess = np.clip(np.asarray(guess, dtype=float).reshape(-1), self.lower_limits, self.upper_limits)
+            if guess.shape != q0.shape:
+                raise ValueError("each initial guess must have one entry per joint name")
+            guess[held_index] = q0[held_index]
+            attempts.append((guess, 1.0))
+            if base_free:  # the same arm posture with the base carried over, as for the current one
+                attempts.append((self._base_carried_seed(guess, goals_W, held_index), 1.0))
+        for seed, fraction in attempts:
             q, solver_ok = self._solve_once(q0, seed, goals_W, fraction * position_tolerance_m,
                                             fraction * angle_tolerance_rad, min_d, max_d, held_index, q_nom, w)
             report = self._verify(q, q0, goals_W, position_tolerance_m, angle_tolerance_rad, min_d, max_d, held_index)
@@ -353,8 +368,12 @@ class WholeBodyIK:
         prog = ik.get_mutable_prog()
         q0_plant = self._to_plant(q0)
         for i in held_index:
-            # Fingers (and any caller-fixed joint) keep their current value: IK is about where the hand goes,
-            # not how far it is open; the gripper is commanded separately.
+            # Caller-fixed joints keep their current value. Fingers are left free instead: they do not move
+            # the tool centre, and Drake turns the URDF's <mimic> into a coupler constraint that IK enforces,
+            # so pinning both fingers at values that differ slightly (a gripper mid-motion) would make every
+            # goal infeasible. They are reported unchanged below.
+            if i in self._finger_index_set:
+                continue
             j = self._plant_index[i]
             prog.AddBoundingBoxConstraint(q0_plant[j], q0_plant[j], q_var[j])
         # Quadratic cost (q - q_nominal)^T W (q - q_nominal): among the many solutions of a redundant robot,

@@ -221,3 +221,31 @@ def test_bad_input_raises(single):
         ik.solve(q0, {"right": X_WG[:3]})
     with pytest.raises(ValueError):
         WholeBodyIK(d.urdf_path, names[:-1], {"right": d.tcp_link_name("right")})
+
+
+def test_fingers_mid_motion_do_not_make_goals_infeasible(single):
+    """Drake makes the <mimic> finger a coupler constraint; fingers caught at slightly different openings
+    (a gripper opening or closing) must not turn a reachable goal into an infeasible one."""
+    d, names, ik = single
+    q0 = _rest(d, names)
+    index = {n: i for i, n in enumerate(names)}
+    left, right = (index[n] for n in d.finger_joint_names("right"))
+    q0[left], q0[right] = 0.031, 0.027
+    q_goal = _moved(d, names, q0, root_x_axis_joint=0.5, right_panda_joint2=0.3, right_panda_joint4=-1.8)
+    result = ik.solve(q0, {"right": _goal_from(ik, q_goal)})
+    assert result.success, result.message
+    assert result.q[left] == pytest.approx(0.031) and result.q[right] == pytest.approx(0.027)
+
+
+def test_initial_guesses_rescue_a_large_wrist_roll(single):
+    """A goal the local solver misses from the current posture is found from a given start."""
+    d, names, ik = single
+    q0 = _rest(d, names)
+    wrist = names.index("right_panda_joint7")
+    q_goal = _moved(d, names, q0, root_x_axis_joint=0.8, right_panda_joint7=q0[wrist] - 1.6)
+    X_WG = _goal_from(ik, q_goal)
+    rolled = q0.copy()
+    rolled[wrist] -= np.pi / 2
+    result = ik.solve(q0, {"right": X_WG}, initial_guesses=[rolled])
+    assert result.success, result.message
+    assert np.linalg.norm(ik.tcp_pose(result.q, "right")[:3, 3] - X_WG[:3, 3]) < POSITION_OK_M

@@ -1,0 +1,309 @@
+"""Nodes of the cabinet trees: perception updates, approach, grasp planning, pulling, and the failure checks.
+
+Blackboard keys (in the solver's namespace):
+    observation      Observation, written by the solver before each tick
+    command          Command, written by the one action node that runs this tick
+    handle           HandleAccumulator: target-handle points merged over steps (papers/002 Sec. 2.3)
+    front_normal_W   [3] outward normal of the target part's front (toward the robot), or None
+    open_state       OpenStateEstimator of the target part (from its masked points), or None
+    attempt          int: grasp attempts started (selects the grasp candidate; recoveries increment it)
+    grasped          bool: the gripper holds (or held) the handle: the part may move, stop merging points
+    grasp / q_pregrasp / X_WG_pregrasp / q_grasp / X_WG_grasp: the planned grasp and its joint targets
+    q_hold           joint configuration a holding skill keeps
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from py_trees.common import Status
+
+from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
+from handleit.perception.handle_points import HandleAccumulator
+from handleit.perception.open_state import OpenStateEstimator
+from handleit.perception.point_cloud import estimate_front_normal
+from handleit.types import Observation
+
+from .common import Skill
+
+FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
+MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable front plane
+APPROACH_STANDOFF_M = 0.9  # base distance from the target while the handle is being found
+PREGRASP_DISTANCE_M = 0.15  # back-off along the approach axis before the final straight move
+FINGER_GAP_EMPTY_M = 0.004  # a gripper closed tighter than this holds nothing
+WRIST_ROLL_STARTS_RAD = (-math.pi / 2, math.pi / 2, math.pi)  # extra IK starts (wrist joint offsets)
+# IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
+# raising it is made dear and the arm reaches up and down instead, where it can.
+REACH_WEIGHTS = {"base_height": 40.0}
+
+
+def _horizontal_unit(v: np.ndarray) -> np.ndarray | None:
+    v = np.array([v[0], v[1], 0.0])
+    n = np.linalg.norm(v)
+    return v / n if n > 1e-6 else None
+
+
+def finger_gap_m(obs: Observation, tools) -> float:
+    return float(np.sum(obs.qpos[tools.finger_index]))
+
+
+class Perceive(Skill):
+    """Every tick: merge handle points (until the part is grasped), estimate the front's normal while the
+    part is closed, and track the part's opening from its points. Always SUCCESS."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "grasped"),
+                         writes=("handle", "front_normal_W", "open_state"))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        handle_points = obs.points[obs.masks["target_handle"]]
+        link_points = obs.points[obs.masks["target_link"]]
+        if not self.bb.grasped and len(handle_points):
+            self.bb.handle.add(handle_points)
+        if self.bb.open_state is None and len(link_points) >= MIN_LINK_POINTS:
+            try:
+                normal = estimate_front_normal(link_points, toward_W=obs.X_WB[:3, 3])
+            except ValueError:
+                normal = None
+            if normal is not None:
+                self.bb.front_normal_W = normal
+                self.bb.open_state = OpenStateEstimator(link_points, normal)
+        elif self.bb.open_state is not None and len(link_points):
+            self.bb.open_state.update(link_points)
+        n = self.bb.handle.n_points
+        self.feedback_message = f"{n} handle points" + ("" if self.bb.open_state is None else
+                                                         f", opened {self.bb.open_state.state.displacement_m:.3f} m")
+        return Status.SUCCESS
+
+
+def target_point_W(obs: Observation, handle: HandleAccumulator) -> np.ndarray | None:
+    """Where the target is, best guess first: merged handle points, the target part's points, or the nearest
+    object (points off the floor that are not the robot) when the part is not in view yet."""
+    if handle.n_points:
+        return handle.points.mean(axis=0)
+    part = obs.points[obs.masks["target_link"]]
+    if len(part) >= 5:
+        return part.mean(axis=0)
+    objects = obs.points[(obs.points[:, 2] > FLOOR_CLEARANCE_M) & ~obs.masks["robot"]]
+    if not len(objects):
+        return None
+    d = np.linalg.norm(objects[:, :2] - obs.X_WB[:2, 3], axis=1)
+    return objects[d < d.min() + 0.5].mean(axis=0)
+
+
+class ApproachPart(Skill):
+    """Drive the base to a stand-off in front of the target, facing it, arm held: brings the handle into
+    view and the cabinet into reach while its points are merged. RUNNING (ended by its parallel sibling)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "handle", "front_normal_W"), writes=("command",))
+
+    def initialise(self):
+        self.q_hold = None
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.q_hold is None:
+            self.q_hold = obs.qpos.copy()
+        q_target = self.q_hold.copy()
+        p = target_point_W(obs, self.bb.handle)
+        if p is not None:
+            outward = None if self.bb.front_normal_W is None else _horizontal_unit(self.bb.front_normal_W)
+            if outward is None:
+                outward = _horizontal_unit(obs.X_WB[:3, 3] - p)
+            if outward is not None:
+                base_xy = p[:2] + APPROACH_STANDOFF_M * outward[:2]
+                yaw = math.atan2(-outward[1], -outward[0])
+                i = self.tools.base_index
+                q_target[i[0]], q_target[i[1]], q_target[i[2]] = base_xy[0], base_xy[1], yaw
+                self.feedback_message = f"target at {np.round(p, 2)}"
+        self.send(self.tools.pid.step(q_target, obs.qpos), "open")
+        return Status.RUNNING
+
+
+class WaitForHandle(Skill):
+    """RUNNING until enough handle points are merged (50 points or ten steps with points, papers/002)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("handle",))
+
+    def update(self):
+        handle: HandleAccumulator = self.bb.handle
+        self.feedback_message = f"{handle.n_points} points over {handle.n_steps} steps"
+        return Status.SUCCESS if handle.ready else Status.RUNNING
+
+
+class PlanGrasp(Skill):
+    """Predict grasps on the merged handle points, then find, in rank order (offset by the attempt number),
+    the first whose pregrasp and grasp poses whole-body IK can reach. FAILURE when none is reachable."""
+
+    def __init__(self, name, tools, max_candidates: int = 6):
+        super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt"),
+                         writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp"))
+        self.max_candidates = max_candidates
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        grasps = self.tools.grasp_predictor.predict(
+            obs.points, obs.masks, handle_points_W=self.bb.handle.points, front_normal_W=self.bb.front_normal_W,
+            X_WB=obs.X_WB,
+        )
+        if not grasps:
+            return self.fail("no grasp fits the handle points")
+        offset = self.bb.attempt % len(grasps)
+        ordered = grasps[offset:] + grasps[:offset]
+        ik, side = self.tools.ik, self.tools.side
+        base_joints = self.tools.model.base_joint_names
+        # SNOPT is local: goals needing a large wrist roll are found from starts with the wrist rolled.
+        wrist = self.tools.arm_index[-1]
+        starts = []
+        for roll in WRIST_ROLL_STARTS_RAD:
+            q = obs.qpos.copy()
+            q[wrist] += roll
+            starts.append(q)
+        reasons = []
+        for grasp in ordered[: self.max_candidates]:
+            for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
+                X_WP = pregrasp_pose(X_WG, PREGRASP_DISTANCE_M)
+                pre = ik.solve(obs.qpos, {side: X_WP}, initial_guesses=starts, weights=REACH_WEIGHTS)
+                if not pre.success:
+                    reasons.append(f"pregrasp: {pre.message}")
+                    continue
+                # The last approach is the arm's alone, so the base stays put for the pull that follows.
+                final = ik.solve(pre.q, {side: X_WG}, fixed_joints=base_joints)
+                if not final.success:
+                    final = ik.solve(pre.q, {side: X_WG})
+                if not final.success:
+                    reasons.append(f"grasp: {final.message}")
+                    continue
+                self.bb.grasp, self.bb.X_WG_grasp, self.bb.X_WG_pregrasp = grasp, X_WG, X_WP
+                self.bb.q_pregrasp, self.bb.q_grasp = pre.q, final.q
+                self.feedback_message = f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 2)}"
+                return Status.SUCCESS
+        return self.fail(f"IK failed for {len(ordered[: self.max_candidates])} grasps ({reasons[-1] if reasons else ''})")
+
+
+class GraspIsHolding(Skill):
+    """Condition: the closed fingers stopped on something (not on each other)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation",), writes=("grasped",))
+
+    def update(self):
+        gap = finger_gap_m(self.bb.observation, self.tools)
+        if gap < FINGER_GAP_EMPTY_M:
+            return self.fail(f"fingers closed on nothing (gap {gap * 1000:.1f} mm)")
+        self.bb.grasped = True
+        self.feedback_message = f"holding, gap {gap * 1000:.1f} mm"
+        return Status.SUCCESS
+
+
+class HandleInGripper(Skill):
+    """Check, every tick of a pull: the fingers still hold something. RUNNING while they do."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation",))
+
+    def update(self):
+        gap = finger_gap_m(self.bb.observation, self.tools)
+        if gap < FINGER_GAP_EMPTY_M:
+            return self.fail(f"handle slipped out (gap {gap * 1000:.1f} mm)")
+        return Status.RUNNING
+
+
+class MakingProgress(Skill):
+    """Check: the part opens by at least ``min_opening_m`` within ``within_steps`` of the start of a pull."""
+
+    def __init__(self, name, tools, within_steps=30, min_opening_m=0.02):
+        super().__init__(name, tools, reads=("open_state",))
+        self.within_steps, self.min_opening_m = within_steps, min_opening_m
+
+    def initialise(self):
+        self.ticks = 0
+        self.start = None
+
+    def update(self):
+        state = self.bb.open_state
+        if state is None:
+            return Status.RUNNING
+        if self.start is None:
+            self.start = state.state.displacement_m
+        self.ticks += 1
+        moved = state.state.displacement_m - self.start
+        self.feedback_message = f"opened {moved * 100:.1f} cm in {self.ticks} steps"
+        if self.ticks >= self.within_steps and moved < self.min_opening_m:
+            return self.fail(f"no progress: {self.feedback_message}")
+        return Status.RUNNING
+
+
+class PullDrawer(Skill):
+    """Back the base away along the drawer's outward normal with the arm and gripper locked; SUCCESS when
+    the drawer stops following (it reached its end) after having moved."""
+
+    def __init__(self, name, tools, speed_mps=1.0, stall_steps=6, stall_m=0.002, min_travel_m=0.05):
+        super().__init__(name, tools, reads=("observation", "front_normal_W", "open_state"), writes=("command",))
+        self.speed_mps, self.stall_steps, self.stall_m, self.min_travel_m = speed_mps, stall_steps, stall_m, min_travel_m
+
+    def initialise(self):
+        self.q_hold, self.history = None, []
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.q_hold is None:
+            self.q_hold = obs.qpos.copy()
+        outward = _horizontal_unit(self.bb.front_normal_W)
+        displacement = self.bb.open_state.state.displacement_m if self.bb.open_state else 0.0
+        self.history.append(displacement)
+        self.feedback_message = f"opened {displacement * 100:.1f} cm"
+        if len(self.history) > self.stall_steps and displacement > self.min_travel_m:
+            if displacement - self.history[-1 - self.stall_steps] < self.stall_m:
+                return Status.SUCCESS
+        qvel = self.tools.pid.step(self.q_hold, obs.qpos)
+        i = self.tools.base_index
+        qvel[i[:2]] = self.speed_mps * outward[:2]
+        self.send(qvel, "close")
+        return Status.RUNNING
+
+
+class Recover(Skill):
+    """Before a new attempt: forget the handle points (the part may have moved), count the attempt, and, when
+    the hand is at the cabinet, open the gripper and back the base off for ``steps`` steps. At once
+    (SUCCESS) on the first attempt or when the hand is clear."""
+
+    def __init__(self, name, tools, steps=10, back_off_mps=0.6, clear_m=0.25):
+        super().__init__(name, tools, reads=("observation", "front_normal_W", "attempt", "grasped", "X_WG_grasp"),
+                         writes=("command", "attempt", "grasped", "handle"))
+        self.steps, self.back_off_mps, self.clear_m = steps, back_off_mps, clear_m
+        self.first = True
+
+    def initialise(self):
+        self.ticks = 0
+        self.q_hold = None
+        self.back_off = False
+        if self.first:
+            return
+        obs: Observation = self.bb.observation
+        near = self.bb.X_WG_grasp is not None and np.linalg.norm(
+            obs.X_WT[self.tools.side][:3, 3] - self.bb.X_WG_grasp[:3, 3]) < self.clear_m
+        self.back_off = bool(self.bb.grasped or near)
+        self.bb.attempt = self.bb.attempt + 1
+        self.bb.grasped = False
+        self.bb.handle.reset()
+
+    def update(self):
+        if self.first or not self.back_off:
+            self.first = False
+            return Status.SUCCESS
+        obs: Observation = self.bb.observation
+        if self.q_hold is None:
+            self.q_hold = obs.qpos.copy()
+        self.ticks += 1
+        qvel = self.tools.pid.step(self.q_hold, obs.qpos)
+        outward = None if self.bb.front_normal_W is None else _horizontal_unit(self.bb.front_normal_W)
+        if outward is not None:
+            qvel[self.tools.base_index[:2]] = self.back_off_mps * outward[:2]
+        self.send(qvel, "open")
+        self.feedback_message = f"attempt {self.bb.attempt + 1}: backing off"
+        return Status.SUCCESS if self.ticks >= self.steps else Status.RUNNING

@@ -1,0 +1,220 @@
+"""Building blocks shared by the task trees: the tools a tree's nodes use, a blackboard-backed node base
+class, generic skills (move to a joint configuration, operate the gripper, hold still) and a timeout
+counted in control steps.
+
+Data flows through the py_trees blackboard, in a namespace per solver instance: the solver writes
+``observation`` before each tick and reads ``command`` after it; nodes read and write the task's keys.
+Tools (IK, PID, grasp predictor) are handed to the nodes that use them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import py_trees
+from py_trees.common import Access, Status
+
+from handleit.control.pid import PIDController
+from handleit.types import Command, Observation, RobotModel
+
+
+@dataclass
+class Tools:
+    """What the nodes of one solver share besides blackboard data: the robot model and the solvers."""
+
+    model: RobotModel
+    ik: object  # handleit.planning.whole_body_ik.WholeBodyIK
+    pid: PIDController
+    grasp_predictor: object  # a handleit.perception.grasp_predictors.GraspPredictor
+    namespace: str
+    side: str = "right"
+    failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)
+    failure_reasons: list[str] = field(default_factory=list)  # "node: why", in the same order
+
+    def __post_init__(self):
+        m = self.model
+        self.base_index = m.index(m.base_joint_names)
+        self.arm_index = m.index(m.arm_joint_names[self.side])
+        self.finger_index = m.index(m.finger_joint_names[self.side])
+        self.controlled = np.concatenate([self.base_index, self.arm_index])
+
+
+class Skill(py_trees.behaviour.Behaviour):
+    """A node with blackboard access in its solver's namespace (keys declared with their access)."""
+
+    def __init__(self, name: str, tools: Tools, reads: tuple[str, ...] = (), writes: tuple[str, ...] = ()):
+        super().__init__(name)
+        self.tools = tools
+        self.bb = self.attach_blackboard_client(name=name, namespace=tools.namespace)
+        for key in set(reads) - set(writes):
+            self.bb.register_key(key, access=Access.READ)
+        for key in writes:
+            self.bb.register_key(key, access=Access.WRITE)
+
+    def fail(self, why: str) -> Status:
+        """Return FAILURE, saying why (shown in the printed tree, kept in the episode record)."""
+        self.feedback_message = why
+        self.tools.failures.append(self.name)
+        self.tools.failure_reasons.append(f"{self.name}: {why}")
+        return Status.FAILURE
+
+    def send(self, qvel: np.ndarray, gripper: str = "hold") -> None:
+        self.bb.command = Command(qvel=qvel, gripper={self.tools.side: gripper})
+
+
+
+class StepTimeout(py_trees.decorators.Decorator):
+    """FAILURE when the child is still RUNNING after ``max_steps`` ticks (control steps, not wall time:
+    py_trees' own Timeout measures wall-clock seconds, which mean nothing in a simulation)."""
+
+    def __init__(self, name: str, child: py_trees.behaviour.Behaviour, max_steps: int, tools: Tools):
+        super().__init__(name=name, child=child)
+        self.max_steps, self.tools, self.ticks = max_steps, tools, 0
+
+    def initialise(self) -> None:
+        self.ticks = 0
+        self.feedback_message = ""
+
+    def update(self) -> Status:
+        self.ticks += 1
+        if self.decorated.status == Status.RUNNING and self.ticks >= self.max_steps:
+            self.decorated.stop(Status.INVALID)
+            self.feedback_message = f"timed out after {self.max_steps} steps"
+            self.tools.failures.append(self.name)
+            self.tools.failure_reasons.append(f"{self.name}: {self.feedback_message}")
+            return Status.FAILURE
+        return self.decorated.status
+
+
+class MoveToConfiguration(Skill):
+    """Drive the base and arm to the joint configuration under ``target_key`` along a straight line in joint
+    space, all joints arriving together: a reference advances toward the target at the rate the slowest
+    joint allows (``speed_fraction`` of its velocity limit) and the PID tracks it, with the reference's
+    velocity fed forward. (A PID on the target alone moves each joint at its own pace: the arm outruns the
+    base and the hand sweeps into the cabinet on its way.)
+
+    SUCCESS when the tool centre is within ``lateral_tolerance_m`` of the goal's approach line (the z axis
+    of the pose under ``pose_key``), within ``axial_tolerance_m`` along it, and within
+    ``angle_tolerance_rad`` of its orientation (a task-space goal: joint targets on a limit need not be
+    met exactly), with the base within ``base_tolerance_m``. When the error stops shrinking for
+    ``patience`` steps after the reference arrived, the move ends: SUCCESS if the tool centre is within
+    ``accept_stall_m`` (held short by contact, e.g. fingers already around a handle), else FAILURE
+    (blocked).
+    """
+
+    def __init__(self, name, tools, target_key: str, pose_key: str, lateral_tolerance_m=0.01,
+                 axial_tolerance_m=0.01, angle_tolerance_rad=0.05, base_tolerance_m=0.03, gripper="open",
+                 patience=12, accept_stall_m=0.0, speed_fraction=0.9):
+        super().__init__(name, tools, reads=("observation", "tick", target_key, pose_key),
+                         writes=("command", "reference"))
+        self.target_key, self.pose_key = target_key, pose_key
+        self.lateral_tolerance_m, self.axial_tolerance_m = lateral_tolerance_m, axial_tolerance_m
+        self.angle_tolerance_rad, self.base_tolerance_m = angle_tolerance_rad, base_tolerance_m
+        self.gripper, self.patience, self.accept_stall_m = gripper, patience, accept_stall_m
+        self.speed_fraction = speed_fraction
+
+    def initialise(self):
+        self.best_error, self.steps_since_best = math.inf, 0
+        self.q_ref = None
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools = self.tools
+        q_target = self.bb.get(self.target_key)
+        X_WG_goal = self.bb.get(self.pose_key)
+        X_WT = obs.X_WT[tools.side]
+        offset = X_WT[:3, 3] - X_WG_goal[:3, 3]
+        axial_error = float(abs(offset @ X_WG_goal[:3, 2]))
+        lateral_error = float(np.linalg.norm(offset - (offset @ X_WG_goal[:3, 2]) * X_WG_goal[:3, 2]))
+        position_error = float(np.linalg.norm(offset))
+        cos = (np.trace(X_WT[:3, :3].T @ X_WG_goal[:3, :3]) - 1) / 2
+        angle_error = math.acos(max(-1.0, min(1.0, cos)))
+        base_xy = tools.base_index[:2]
+        base_error = float(np.linalg.norm(q_target[base_xy] - obs.qpos[base_xy]))
+        self.feedback_message = (f"tcp {100 * lateral_error:.1f} cm aside, {100 * axial_error:.1f} cm along, "
+                                 f"{math.degrees(angle_error):.0f} deg off")
+        if lateral_error < self.lateral_tolerance_m and axial_error < self.axial_tolerance_m \
+                and angle_error < self.angle_tolerance_rad and base_error < self.base_tolerance_m:
+            return Status.SUCCESS
+
+        if self.q_ref is None:
+            # Continue from the previous move's reference when it ended on the last tick: the robot lags its
+            # reference while moving, and restarting from the measured configuration would pull it back.
+            handover = self.bb.reference
+            if handover is not None and handover[0] == self.bb.tick - 1:
+                self.q_ref, self.ff = handover[1].copy(), handover[2].copy()
+            else:
+                self.q_ref, self.ff = obs.qpos.copy(), np.zeros_like(obs.qpos)
+        dt = tools.model.control_dt_s
+        remaining = q_target - self.q_ref
+        remaining[~np.isin(np.arange(len(remaining)), tools.controlled)] = 0.0  # fingers: the gripper's job
+        speed = self.speed_fraction * tools.model.velocity_limits
+        time_left = float(np.max(np.abs(remaining) / np.maximum(speed, 1e-9)))
+        step = remaining if time_left <= dt else remaining * (dt / time_left)
+        self.q_ref = self.q_ref + step
+        self.ff = step / dt
+        qvel = tools.pid.step(self.q_ref, obs.qpos) + self.ff
+        self.bb.reference = (self.bb.tick, self.q_ref, self.ff)
+
+        arrived = time_left <= dt
+        error = position_error + 0.2 * angle_error
+        if error < self.best_error - 1e-3:
+            self.best_error, self.steps_since_best = error, 0
+        elif arrived:
+            self.steps_since_best += 1
+            if self.steps_since_best > self.patience:
+                if position_error < self.accept_stall_m and angle_error < 2 * self.angle_tolerance_rad:
+                    self.feedback_message = f"held short by contact: {self.feedback_message}"
+                    return Status.SUCCESS
+                return self.fail(f"no progress: {self.feedback_message}")
+        self.send(qvel, self.gripper)
+        return Status.RUNNING
+
+
+class OperateGripper(Skill):
+    """Open or close the gripper while holding the rest of the robot where it is; SUCCESS once the
+    fingers have stopped (closed on something, or at their limit)."""
+
+    def __init__(self, name, tools, action: str, min_steps: int = 4, max_steps: int = 40):
+        super().__init__(name, tools, reads=("observation",), writes=("command", "q_hold"))
+        self.action, self.min_steps, self.max_steps = action, min_steps, max_steps
+
+    def initialise(self):
+        self.ticks = 0
+        self.q_hold = None
+        self.fingers = []
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.q_hold is None:
+            self.q_hold = obs.qpos.copy()
+            self.bb.q_hold = self.q_hold
+        self.ticks += 1
+        # Settled: the finger positions (their velocities are noisy in contact) moved < 0.3 mm in 3 steps.
+        self.fingers.append(obs.qpos[self.tools.finger_index].copy())
+        settled = len(self.fingers) > 3 and np.max(np.abs(self.fingers[-1] - self.fingers[-4])) < 3e-4
+        if self.ticks >= self.max_steps or (self.ticks >= self.min_steps and settled):
+            return Status.SUCCESS
+        self.send(self.tools.pid.step(self.q_hold, obs.qpos), self.action)
+        return Status.RUNNING
+
+
+class HoldStill(Skill):
+    """Hold the current configuration (what ``static`` success needs); RUNNING for ever."""
+
+    def __init__(self, name, tools, gripper="close"):
+        super().__init__(name, tools, reads=("observation",), writes=("command",))
+        self.gripper = gripper
+
+    def initialise(self):
+        self.q_hold = None
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.q_hold is None:
+            self.q_hold = obs.qpos.copy()
+        qvel = self.tools.pid.step(self.q_hold, obs.qpos)
+        self.send(qvel, self.gripper)
+        return Status.RUNNING

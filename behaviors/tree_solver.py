@@ -1,0 +1,104 @@
+"""A behavior tree as a solver: observation in, command out, one tick per control step."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Callable
+
+import numpy as np
+import py_trees
+
+from handleit.control.pid import make_robot_pid
+from handleit.perception.grasp_predictors import get_grasp_predictor
+from handleit.perception.handle_points import HandleAccumulator
+from handleit.types import Command, Observation, RobotModel
+
+from .common import Tools
+
+_instances = itertools.count()
+_IK_CACHE: dict[tuple, Any] = {}  # parsing the robot takes ~1 s: one IK per robot per process
+
+
+def whole_body_ik(model: RobotModel):
+    from handleit.planning.whole_body_ik import WholeBodyIK
+
+    key = (str(model.urdf_path), model.joint_names)
+    if key not in _IK_CACHE:
+        _IK_CACHE[key] = WholeBodyIK(model.urdf_path, model.joint_names, model.tcp_link_names, model.base_link_name)
+    return _IK_CACHE[key]
+
+
+class TreeSolver:
+    """Runs a task tree: writes the observation to the blackboard, ticks, reads the command.
+
+    Args:
+        task: task name (for records).
+        model: the robot model.
+        build: ``build(tools) -> root`` (e.g. :func:`create_drawer_tree`).
+        grasp_predictor: name of a registered grasp predictor (plug-ins replace the analytic sampler).
+        side: the arm used.
+    """
+
+    def __init__(self, task: str, model: RobotModel, build: Callable[[Tools], py_trees.behaviour.Behaviour],
+                 grasp_predictor: str = "antipodal", side: str = "right"):
+        self.name, self.task, self.model, self.build = "bt", task, model, build
+        self.grasp_predictor_name, self.side = grasp_predictor, side
+        self.tools: Tools | None = None
+        self.root = None
+        self.step_times_s: list[float] = []
+
+    # Solver protocol ---------------------------------------------------------------------------------
+    def reset(self, observation: Observation) -> None:
+        namespace = f"/handleit_{next(_instances)}"
+        self.tools = Tools(
+            model=self.model, ik=whole_body_ik(self.model), pid=make_robot_pid(self.model),
+            grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
+        )
+        self.root = self.build(self.tools)
+        self.tree = py_trees.trees.BehaviourTree(self.root)
+        self.bb = py_trees.blackboard.Client(name="solver", namespace=namespace)
+        for key, value in self._initial_blackboard().items():
+            self.bb.register_key(key, access=py_trees.common.Access.WRITE)
+            self.bb.set(key, value, overwrite=True)
+        self.step_times_s = []
+
+    def _initial_blackboard(self) -> dict[str, Any]:
+        return {
+            "observation": None, "command": None, "handle": HandleAccumulator(), "front_normal_W": None,
+            "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
+            "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
+            "tick": -1, "reference": None,
+        }
+
+    def step(self, observation: Observation) -> Command:
+        start = time.perf_counter()
+        self.bb.observation = observation
+        self.bb.tick = self.bb.tick + 1
+        self.bb.command = None
+        self.tree.tick()
+        command = self.bb.command
+        if command is None:  # nothing acted this tick (e.g. the tree ended): hold still
+            command = Command(qvel=np.zeros(len(self.model.joint_names)), gripper={self.side: "hold"})
+        self.step_times_s.append(time.perf_counter() - start)
+        return command
+
+    @property
+    def failed_node(self) -> str | None:
+        return self.tools.failures[-1] if self.tools and self.tools.failures else None
+
+    def diagnostics(self) -> dict[str, Any]:
+        times = np.array(self.step_times_s) * 1e3
+        return {
+            "failures": list(self.tools.failure_reasons) if self.tools else [],
+            "step_ms_median": float(np.median(times)) if len(times) else None,
+            "step_ms_p95": float(np.percentile(times, 95)) if len(times) else None,
+            "tree": self.unicode_tree(),
+        }
+
+    # Display ----------------------------------------------------------------------------------------
+    def unicode_tree(self, show_status: bool = True) -> str:
+        return py_trees.display.unicode_tree(self.root, show_status=show_status)
+
+    def dot_tree(self) -> str:
+        return py_trees.display.dot_tree(self.root).to_string()
