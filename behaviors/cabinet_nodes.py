@@ -32,6 +32,7 @@ MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable fron
 APPROACH_STANDOFF_M = 0.9  # base distance from the target while the handle is being found
 PREGRASP_DISTANCE_M = 0.15  # back-off along the approach axis before the final straight move
 FINGER_GAP_EMPTY_M = 0.004  # a gripper closed tighter than this holds nothing
+PULL_RAMP_STEPS = 10  # control steps to reach full pulling speed
 WRIST_ROLL_STARTS_RAD = (-math.pi / 2, math.pi / 2, math.pi)  # extra IK starts (wrist joint offsets)
 # IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
 # raising it is made dear and the arm reaches up and down instead, where it can.
@@ -262,7 +263,9 @@ class PullDrawer(Skill):
                 return Status.SUCCESS
         qvel = self.tools.pid.step(self.q_hold, obs.qpos)
         i = self.tools.base_index
-        qvel[i[:2]] = self.speed_mps * outward[:2]
+        # Ramp up over RAMP_STEPS: a jerk at the start would tear the handle out of the fingers.
+        speed = self.speed_mps * min(1.0, len(self.history) / PULL_RAMP_STEPS)
+        qvel[i[:2]] = speed * outward[:2]
         self.send(qvel, "close")
         return Status.RUNNING
 

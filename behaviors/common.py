@@ -26,7 +26,8 @@ class Tools:
 
     model: RobotModel
     ik: object  # handleit.planning.whole_body_ik.WholeBodyIK
-    pid: PIDController
+    pid: PIDController  # papers/002 gains: holds and goal-seeking skills
+    tracking_pid: PIDController  # the same without integral action: follows moving references
     grasp_predictor: object  # a handleit.perception.grasp_predictors.GraspPredictor
     namespace: str
     side: str = "right"
@@ -88,6 +89,9 @@ class StepTimeout(py_trees.decorators.Decorator):
         return self.decorated.status
 
 
+RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg base cannot stop dead
+
+
 class MoveToConfiguration(Skill):
     """Drive the base and arm to the joint configuration under ``target_key`` along a straight line in joint
     space, all joints arriving together: a reference advances toward the target at the rate the slowest
@@ -144,19 +148,30 @@ class MoveToConfiguration(Skill):
             # reference while moving, and restarting from the measured configuration would pull it back.
             handover = self.bb.reference
             if handover is not None and handover[0] == self.bb.tick - 1:
-                self.q_ref, self.ff = handover[1].copy(), handover[2].copy()
+                self.q_ref, self.ff, self.k = handover[1].copy(), handover[2].copy(), handover[3]
             else:
-                self.q_ref, self.ff = obs.qpos.copy(), np.zeros_like(obs.qpos)
+                self.q_ref, self.ff, self.k = obs.qpos.copy(), np.zeros_like(obs.qpos), 0.0
         dt = tools.model.control_dt_s
         remaining = q_target - self.q_ref
         remaining[~np.isin(np.arange(len(remaining)), tools.controlled)] = 0.0  # fingers: the gripper's job
         speed = self.speed_fraction * tools.model.velocity_limits
         time_left = float(np.max(np.abs(remaining) / np.maximum(speed, 1e-9)))
-        step = remaining if time_left <= dt else remaining * (dt / time_left)
+        # The base's x/y limits bound its velocity in its own frame, whatever the heading: budget the planar
+        # move as a vector, or a diagonal reference runs ~1.4x faster than the base can follow.
+        xy = tools.base_index[:2]
+        planar_speed = float(np.min(speed[xy]))
+        time_left = max(time_left, float(np.linalg.norm(remaining[xy])) / max(planar_speed, 1e-9))
+        # Trapezoidal profile on the straight line: speed factor k in [0, 1] of the synchronized full speed,
+        # raised by at most dt / ramp per step and low enough to stop in the time left (k^2 ramp / 2 <= t).
+        k_stop = math.sqrt(2.0 * time_left / RAMP_S)
+        self.k = min(1.0, self.k + dt / RAMP_S, k_stop)
+        step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
         self.q_ref = self.q_ref + step
         self.ff = step / dt
-        qvel = tools.pid.step(self.q_ref, obs.qpos) + self.ff
-        self.bb.reference = (self.bb.tick, self.q_ref, self.ff)
+        # P + feed-forward: the lag behind a moving reference must not wind up an integral that the arm then
+        # pays back as overshoot when the reference stops.
+        qvel = tools.tracking_pid.step(self.q_ref, obs.qpos) + self.ff
+        self.bb.reference = (self.bb.tick, self.q_ref, self.ff, self.k)
 
         arrived = time_left <= dt
         error = position_error + 0.2 * angle_error

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 import py_trees
 
-from handleit.control.pid import make_robot_pid
+from handleit.control.pid import PART_GAINS, PIDGains, make_robot_pid
 from handleit.perception.grasp_predictors import get_grasp_predictor
 from handleit.perception.handle_points import HandleAccumulator
 from handleit.types import Command, Observation, RobotModel
@@ -17,6 +17,8 @@ from handleit.types import Command, Observation, RobotModel
 from .common import Tools
 
 _instances = itertools.count()
+# Reference tracking: the papers/002 proportional gains, no integral (see MoveToConfiguration).
+TRACKING_GAINS = {part: PIDGains(g.kp, 0.0, g.kd) for part, g in PART_GAINS.items()}
 _IK_CACHE: dict[tuple, Any] = {}  # parsing the robot takes ~1 s: one IK per robot per process
 
 
@@ -53,6 +55,7 @@ class TreeSolver:
         namespace = f"/handleit_{next(_instances)}"
         self.tools = Tools(
             model=self.model, ik=whole_body_ik(self.model), pid=make_robot_pid(self.model),
+            tracking_pid=make_robot_pid(self.model, presets=TRACKING_GAINS),
             grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
         )
         self.root = self.build(self.tools)

@@ -61,8 +61,8 @@ class ControlConfig:
     arm_vel_limit_radps: float = 3.14  # ManiSkill2 arm_pd_joint_vel
     finger_vel_limit_mps: float = 0.2  # the Panda URDF's finger velocity limit
     base_vel_drive: Drive = Drive(0.0, 1000.0, 500.0)  # ManiSkill2 base_pd_joint_vel
-    arm_vel_drive: Drive = Drive(0.0, 100.0, 100.0)
-    finger_vel_drive: Drive = Drive(0.0, 100.0, 100.0)
+    arm_vel_drive: Drive = Drive(0.0, 1000.0, 100.0)  # stiff velocity loop, torque-limited (ManiSkill2 uses 100: ~50 ms lag)
+    finger_vel_drive: Drive = Drive(0.0, 1000.0, 100.0)  # closed on a part at -0.2 m/s: 100 N (the limit), not 20 N
     base_pos_drive: Drive = Drive(1e4, 1.5e3, 500.0)
     arm_pos_drive: Drive = Drive(1e3, 1e2, 100.0)  # ManiSkill2 Panda
     gripper_pos_drive: Drive = Drive(1e3, 1e2, 100.0)
