@@ -33,6 +33,8 @@ APPROACH_STANDOFF_M = 0.9  # base distance from the target while the handle is b
 PREGRASP_DISTANCE_M = 0.15  # back-off along the approach axis before the final straight move
 FINGER_GAP_EMPTY_M = 0.004  # a gripper closed tighter than this holds nothing
 PULL_RAMP_STEPS = 10  # control steps to reach full pulling speed
+PAD_WIDTH_M = 0.0175  # Panda finger pad width (x of the gripper frame)
+KNOB_ALIGNMENT_M = 0.003  # how far off a knob's centre the pads may close
 WRIST_ROLL_STARTS_RAD = (-math.pi / 2, math.pi / 2, math.pi)  # extra IK starts (wrist joint offsets)
 # IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
 # raising it is made dear and the arm reaches up and down instead, where it can.
@@ -142,7 +144,7 @@ class PlanGrasp(Skill):
 
     def __init__(self, name, tools, max_candidates: int = 6):
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt"),
-                         writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp"))
+                         writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
         self.max_candidates = max_candidates
 
     def update(self):
@@ -180,10 +182,25 @@ class PlanGrasp(Skill):
                     reasons.append(f"grasp: {final.message}")
                     continue
                 self.bb.grasp, self.bb.X_WG_grasp, self.bb.X_WG_pregrasp = grasp, X_WG, X_WP
+                self.bb.grasp_tolerance_G = grasp_tolerance_G(self.bb.handle.points, X_WG, grasp.width_m)
                 self.bb.q_pregrasp, self.bb.q_grasp = pre.q, final.q
                 self.feedback_message = f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 2)}"
                 return Status.SUCCESS
         return self.fail(f"IK failed for {len(ordered[: self.max_candidates])} grasps ({reasons[-1] if reasons else ''})")
+
+
+def grasp_tolerance_G(handle_points_W: np.ndarray, X_WG: np.ndarray, width_m: float,
+                      max_opening_m: float = 0.08) -> np.ndarray:
+    """How far (m) the tool centre may end from a grasp along each axis of G and still hold the handle.
+
+    x (along the pads' width): a bar longer than the pads forgives a centimetre and more; a knob only a
+    few millimetres (fingers closing off-centre on a round head slide off it). y (closing): whatever the
+    opening leaves beside the handle. z (depth): the pads span only -9 to +9.5 mm around the centre."""
+    p_G = (np.asarray(handle_points_W) - X_WG[:3, 3]) @ X_WG[:3, :3]
+    extent_x = float(np.ptp(p_G[:, 0])) if len(p_G) else 0.0
+    x = float(np.clip((extent_x - PAD_WIDTH_M) / 2, KNOB_ALIGNMENT_M, 0.015))
+    y = float(np.clip((max_opening_m - width_m) / 2 - 0.005, 0.004, 0.015))
+    return np.array([x, y, 0.004])
 
 
 class GraspIsHolding(Skill):

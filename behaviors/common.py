@@ -104,19 +104,22 @@ class MoveToConfiguration(Skill):
     ``angle_tolerance_rad`` of its orientation (a task-space goal: joint targets on a limit need not be
     met exactly), with the base within ``base_tolerance_m``. When the error stops shrinking for
     ``patience`` steps after the reference arrived, the move ends: SUCCESS if the tool centre is within
-    ``accept_stall_m`` (held short by contact, e.g. fingers already around a handle), else FAILURE
-    (blocked).
+    ``accept_stall_m`` aside and ``accept_stall_axial_m`` along (held short by contact, e.g. fingers already
+    around a handle), else FAILURE (blocked).
     """
 
     def __init__(self, name, tools, target_key: str, pose_key: str, lateral_tolerance_m=0.01,
                  axial_tolerance_m=0.01, angle_tolerance_rad=0.05, base_tolerance_m=0.03, gripper="open",
-                 patience=12, accept_stall_m=0.0, speed_fraction=0.9):
-        super().__init__(name, tools, reads=("observation", "tick", target_key, pose_key),
-                         writes=("command", "reference"))
+                 patience=12, accept_stall_m=0.0, accept_stall_axial_m=0.0, speed_fraction=0.9,
+                 tolerance_key: str | None = None):
+        reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
+        super().__init__(name, tools, reads=reads, writes=("command", "reference"))
+        self.tolerance_key = tolerance_key  # optional per-axis tolerances (m) in the goal's frame
         self.target_key, self.pose_key = target_key, pose_key
         self.lateral_tolerance_m, self.axial_tolerance_m = lateral_tolerance_m, axial_tolerance_m
         self.angle_tolerance_rad, self.base_tolerance_m = angle_tolerance_rad, base_tolerance_m
         self.gripper, self.patience, self.accept_stall_m = gripper, patience, accept_stall_m
+        self.accept_stall_axial_m = accept_stall_axial_m
         self.speed_fraction = speed_fraction
 
     def initialise(self):
@@ -139,8 +142,11 @@ class MoveToConfiguration(Skill):
         base_error = float(np.linalg.norm(q_target[base_xy] - obs.qpos[base_xy]))
         self.feedback_message = (f"tcp {100 * lateral_error:.1f} cm aside, {100 * axial_error:.1f} cm along, "
                                  f"{math.degrees(angle_error):.0f} deg off")
-        if lateral_error < self.lateral_tolerance_m and axial_error < self.axial_tolerance_m \
-                and angle_error < self.angle_tolerance_rad and base_error < self.base_tolerance_m:
+        within = lateral_error < self.lateral_tolerance_m and axial_error < self.axial_tolerance_m
+        tolerance_G = self.bb.get(self.tolerance_key) if self.tolerance_key else None
+        if tolerance_G is not None:
+            within = bool(np.all(np.abs(X_WG_goal[:3, :3].T @ offset) < tolerance_G))
+        if within and angle_error < self.angle_tolerance_rad and base_error < self.base_tolerance_m:
             return Status.SUCCESS
 
         if self.q_ref is None:
@@ -180,7 +186,12 @@ class MoveToConfiguration(Skill):
         elif arrived:
             self.steps_since_best += 1
             if self.steps_since_best > self.patience:
-                if position_error < self.accept_stall_m and angle_error < 2 * self.angle_tolerance_rad:
+                held_short = lateral_error < self.accept_stall_m and axial_error < self.accept_stall_axial_m
+                if tolerance_G is not None:  # short along the approach only, aligned otherwise
+                    offset_G = X_WG_goal[:3, :3].T @ offset
+                    held_short = bool(np.all(np.abs(offset_G[:2]) < tolerance_G[:2])
+                                      and abs(offset_G[2]) < self.accept_stall_axial_m)
+                if held_short and angle_error < 2 * self.angle_tolerance_rad:
                     self.feedback_message = f"held short by contact: {self.feedback_message}"
                     return Status.SUCCESS
                 return self.fail(f"no progress: {self.feedback_message}")

@@ -17,8 +17,11 @@ from handleit.types import Command, Observation, RobotModel
 from .common import Tools
 
 _instances = itertools.count()
-# Reference tracking: the papers/002 proportional gains, no integral (see MoveToConfiguration).
+# Reference tracking: the papers/002 proportional gains without integral (see MoveToConfiguration), except
+# the base rotation: its kp = 0.5 corrects a 0.01 rad heading error (1 cm at the hand) at 0.005 rad/s,
+# too slow for a 2 s episode; it gets the arm's kp.
 TRACKING_GAINS = {part: PIDGains(g.kp, 0.0, g.kd) for part, g in PART_GAINS.items()}
+TRACKING_GAINS["base_rotation"] = PIDGains(PART_GAINS["arm"].kp, 0.0, 0.0)
 _IK_CACHE: dict[tuple, Any] = {}  # parsing the robot takes ~1 s: one IK per robot per process
 
 
@@ -71,7 +74,7 @@ class TreeSolver:
             "observation": None, "command": None, "handle": HandleAccumulator(), "front_normal_W": None,
             "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
             "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
-            "tick": -1, "reference": None,
+            "tick": -1, "reference": None, "grasp_tolerance_G": None,
         }
 
     def step(self, observation: Observation) -> Command:
