@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from handleit.types import RobotModel
 
-from .cabinet_trees import create_drawer_tree
+from .cabinet_trees import create_door_tree, create_drawer_tree
 from .tree_solver import TreeSolver
 
-TREES = {"OpenCabinetDrawer": create_drawer_tree}
+TREES = {"OpenCabinetDrawer": create_drawer_tree, "OpenCabinetDoor": create_door_tree}
 
 
 def make_tree_solver(task: str, model: RobotModel, **kwargs) -> TreeSolver:
@@ -18,4 +18,4 @@ def make_tree_solver(task: str, model: RobotModel, **kwargs) -> TreeSolver:
     return TreeSolver(task, model, TREES[task], **kwargs)
 
 
-__all__ = ["TREES", "TreeSolver", "create_drawer_tree", "make_tree_solver"]
+__all__ = ["TREES", "TreeSolver", "create_door_tree", "create_drawer_tree", "make_tree_solver"]

@@ -142,10 +142,11 @@ class PlanGrasp(Skill):
     """Predict grasps on the merged handle points, then find, in rank order (offset by the attempt number),
     the first whose pregrasp and grasp poses whole-body IK can reach. FAILURE when none is reachable."""
 
-    def __init__(self, name, tools, max_candidates: int = 6):
-        super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt"),
+    def __init__(self, name, tools, max_candidates: int = 6, base_keep_out_m: float | None = None):
+        """``base_keep_out_m``: keep the base this far beyond the door's sweep (the blackboard's ``hinge``)."""
+        super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt", "hinge"),
                          writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
-        self.max_candidates = max_candidates
+        self.max_candidates, self.base_keep_out_m = max_candidates, base_keep_out_m
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -159,6 +160,10 @@ class PlanGrasp(Skill):
         ordered = grasps[offset:] + grasps[:offset]
         ik, side = self.tools.ik, self.tools.side
         base_joints = self.tools.model.base_joint_names
+        keep_out = None
+        if self.base_keep_out_m is not None and self.bb.hinge is not None:
+            p_W, _, radius_m = self.bb.hinge
+            keep_out = (p_W, radius_m + self.base_keep_out_m)
         # SNOPT is local: goals needing a large wrist roll are found from starts with the wrist rolled.
         wrist = self.tools.arm_index[-1]
         starts = []
@@ -170,14 +175,15 @@ class PlanGrasp(Skill):
         for grasp in ordered[: self.max_candidates]:
             for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
                 X_WP = pregrasp_pose(X_WG, PREGRASP_DISTANCE_M)
-                pre = ik.solve(obs.qpos, {side: X_WP}, initial_guesses=starts, weights=REACH_WEIGHTS)
+                pre = ik.solve(obs.qpos, {side: X_WP}, initial_guesses=starts, weights=REACH_WEIGHTS,
+                               base_keep_out=keep_out)
                 if not pre.success:
                     reasons.append(f"pregrasp: {pre.message}")
                     continue
                 # The last approach is the arm's alone, so the base stays put for the pull that follows.
                 final = ik.solve(pre.q, {side: X_WG}, fixed_joints=base_joints)
                 if not final.success:
-                    final = ik.solve(pre.q, {side: X_WG})
+                    final = ik.solve(pre.q, {side: X_WG}, base_keep_out=keep_out)
                 if not final.success:
                     reasons.append(f"grasp: {final.message}")
                     continue
@@ -293,8 +299,9 @@ class Recover(Skill):
     (SUCCESS) on the first attempt or when the hand is clear."""
 
     def __init__(self, name, tools, steps=10, back_off_mps=0.6, clear_m=0.25):
-        super().__init__(name, tools, reads=("observation", "front_normal_W", "attempt", "grasped", "X_WG_grasp"),
-                         writes=("command", "attempt", "grasped", "handle"))
+        super().__init__(name, tools, reads=("observation", "front_normal_W", "attempt", "grasped", "X_WG_grasp",
+                                             "open_state"),
+                         writes=("command", "attempt", "grasped", "handle", "front_normal_W"))
         self.steps, self.back_off_mps, self.clear_m = steps, back_off_mps, clear_m
         self.first = True
 
@@ -311,6 +318,9 @@ class Recover(Skill):
         self.bb.attempt = self.bb.attempt + 1
         self.bb.grasped = False
         self.bb.handle.reset()
+        if self.bb.open_state is not None:
+            # A door that was partly opened has turned: grasps are planned on its front as it is now.
+            self.bb.front_normal_W = self.bb.open_state.state.front_normal_W
 
     def update(self):
         if self.first or not self.back_off:

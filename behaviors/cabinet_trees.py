@@ -35,20 +35,23 @@ from .cabinet_nodes import (
     WaitForHandle,
 )
 from .common import HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
+from .door_nodes import BASE_CLEARANCE_M, EstimateHinge, SwingDoorOpen
 
 MAX_ATTEMPTS = 3
 
 
-def _grasp_steps(tools: Tools) -> list[py_trees.behaviour.Behaviour]:
+def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Behaviour]:
     find = py_trees.composites.Parallel(
         "find handle", policy=ParallelPolicy.SuccessOnOne(),
         children=[ApproachPart("approach cabinet", tools),
                   StepTimeout("handle seen in time?", WaitForHandle("wait for handle points", tools), 150, tools)],
     )
+    hinge = [EstimateHinge("estimate hinge", tools)] if door else []
     return [
         Recover("recover", tools),
         find,
-        PlanGrasp("plan grasp", tools),
+        *hinge,
+        PlanGrasp("plan grasp", tools, base_keep_out_m=BASE_CLEARANCE_M if door else None),
         # Aligned with the approach line before going in (a finger sliding sideways knocks a knob), but not
         # necessarily all the way back on it: the final move goes straight in along the line anyway.
         StepTimeout("pregrasp in time?", MoveToConfiguration(
@@ -78,3 +81,19 @@ def create_drawer_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         HoldStill("hold still", tools),
     ])
     return py_trees.composites.Sequence("open drawer", memory=False, children=[Perceive("perceive", tools), task])
+
+
+def create_door_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
+    """The OpenCabinetDoor tree: the drawer tree's grasp, the hinge estimated from the door's points first
+    (the base is then kept out of the door's sweep), and a swing along the hinge arc instead of a pull."""
+    swing_door = SwingDoorOpen("swing along hinge arc", tools)
+    swing = py_trees.composites.Parallel(
+        "swing open", policy=ParallelPolicy.SuccessOnSelected(children=[swing_door]),
+        children=[swing_door, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
+    )
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*_grasp_steps(tools, door=True), swing])
+    task = py_trees.composites.Sequence("task", memory=True, children=[
+        py_trees.decorators.Retry("grasp and swing", attempt, MAX_ATTEMPTS),
+        HoldStill("hold still", tools),
+    ])
+    return py_trees.composites.Sequence("open door", memory=False, children=[Perceive("perceive", tools), task])

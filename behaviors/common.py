@@ -92,12 +92,60 @@ class StepTimeout(py_trees.decorators.Decorator):
 RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg base cannot stop dead
 
 
+class JointReference:
+    """A reference that moves the base and arm joints toward a target along a straight line in joint space,
+    all joints arriving together, at ``speed_fraction`` of the velocity limits with a trapezoidal speed
+    profile; the tracking command is P on the reference plus its velocity fed forward.
+
+    A PID on the target alone moves each joint at its own pace: the arm outruns the base and the hand sweeps
+    into the cabinet on its way. The reference is handed from one skill to the next through the blackboard
+    key ``reference`` (tick, q, feed-forward, speed factor), so that consecutive moves continue smoothly:
+    the robot lags its reference while moving, and restarting from the measured configuration would pull it
+    back."""
+
+    def __init__(self, tools: Tools, speed_fraction: float):
+        self.tools, self.speed_fraction = tools, speed_fraction
+        self.q = None
+
+    def start(self, obs: Observation, handover, tick: int) -> None:
+        if handover is not None and handover[0] == tick - 1:
+            self.q, self.ff, self.k = handover[1].copy(), handover[2].copy(), handover[3]
+        else:
+            self.q, self.ff, self.k = obs.qpos.copy(), np.zeros_like(obs.qpos), 0.0
+
+    def advance(self, q_target: np.ndarray, obs: Observation) -> tuple[np.ndarray, bool]:
+        """One control step toward ``q_target``: returns (velocity command, arrived)."""
+        tools = self.tools
+        if self.q is None:
+            self.start(obs, None, 0)
+        dt = tools.model.control_dt_s
+        remaining = q_target - self.q
+        remaining[~np.isin(np.arange(len(remaining)), tools.controlled)] = 0.0  # fingers: the gripper's job
+        speed = self.speed_fraction * tools.model.velocity_limits
+        time_left = float(np.max(np.abs(remaining) / np.maximum(speed, 1e-9)))
+        # The base's x/y limits bound its velocity in its own frame, whatever the heading: budget the planar
+        # move as a vector, or a diagonal reference runs ~1.4x faster than the base can follow.
+        xy = tools.base_index[:2]
+        planar_speed = float(np.min(speed[xy]))
+        time_left = max(time_left, float(np.linalg.norm(remaining[xy])) / max(planar_speed, 1e-9))
+        # Trapezoidal profile: speed factor k in [0, 1] of the synchronized full speed, raised by at most
+        # dt / ramp per step and low enough to stop in the time left (k^2 ramp / 2 <= t).
+        k_stop = math.sqrt(2.0 * time_left / RAMP_S)
+        self.k = min(1.0, self.k + dt / RAMP_S, k_stop)
+        step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
+        self.q = self.q + step
+        self.ff = step / dt
+        # P + feed-forward: the lag behind a moving reference must not wind up an integral that the arm then
+        # pays back as overshoot when the reference stops.
+        qvel = tools.tracking_pid.step(self.q, obs.qpos) + self.ff
+        return qvel, time_left <= dt
+
+    def handover(self, tick: int):
+        return (tick, self.q, self.ff, self.k)
+
+
 class MoveToConfiguration(Skill):
-    """Drive the base and arm to the joint configuration under ``target_key`` along a straight line in joint
-    space, all joints arriving together: a reference advances toward the target at the rate the slowest
-    joint allows (``speed_fraction`` of its velocity limit) and the PID tracks it, with the reference's
-    velocity fed forward. (A PID on the target alone moves each joint at its own pace: the arm outruns the
-    base and the hand sweeps into the cabinet on its way.)
+    """Drive the base and arm to the joint configuration under ``target_key`` along a :class:`JointReference`.
 
     SUCCESS when the tool centre is within ``lateral_tolerance_m`` of the goal's approach line (the z axis
     of the pose under ``pose_key``), within ``axial_tolerance_m`` along it, and within
@@ -120,11 +168,11 @@ class MoveToConfiguration(Skill):
         self.angle_tolerance_rad, self.base_tolerance_m = angle_tolerance_rad, base_tolerance_m
         self.gripper, self.patience, self.accept_stall_m = gripper, patience, accept_stall_m
         self.accept_stall_axial_m = accept_stall_axial_m
-        self.speed_fraction = speed_fraction
+        self.reference = JointReference(tools, speed_fraction)
 
     def initialise(self):
         self.best_error, self.steps_since_best = math.inf, 0
-        self.q_ref = None
+        self.started = False
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -149,37 +197,12 @@ class MoveToConfiguration(Skill):
         if within and angle_error < self.angle_tolerance_rad and base_error < self.base_tolerance_m:
             return Status.SUCCESS
 
-        if self.q_ref is None:
-            # Continue from the previous move's reference when it ended on the last tick: the robot lags its
-            # reference while moving, and restarting from the measured configuration would pull it back.
-            handover = self.bb.reference
-            if handover is not None and handover[0] == self.bb.tick - 1:
-                self.q_ref, self.ff, self.k = handover[1].copy(), handover[2].copy(), handover[3]
-            else:
-                self.q_ref, self.ff, self.k = obs.qpos.copy(), np.zeros_like(obs.qpos), 0.0
-        dt = tools.model.control_dt_s
-        remaining = q_target - self.q_ref
-        remaining[~np.isin(np.arange(len(remaining)), tools.controlled)] = 0.0  # fingers: the gripper's job
-        speed = self.speed_fraction * tools.model.velocity_limits
-        time_left = float(np.max(np.abs(remaining) / np.maximum(speed, 1e-9)))
-        # The base's x/y limits bound its velocity in its own frame, whatever the heading: budget the planar
-        # move as a vector, or a diagonal reference runs ~1.4x faster than the base can follow.
-        xy = tools.base_index[:2]
-        planar_speed = float(np.min(speed[xy]))
-        time_left = max(time_left, float(np.linalg.norm(remaining[xy])) / max(planar_speed, 1e-9))
-        # Trapezoidal profile on the straight line: speed factor k in [0, 1] of the synchronized full speed,
-        # raised by at most dt / ramp per step and low enough to stop in the time left (k^2 ramp / 2 <= t).
-        k_stop = math.sqrt(2.0 * time_left / RAMP_S)
-        self.k = min(1.0, self.k + dt / RAMP_S, k_stop)
-        step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
-        self.q_ref = self.q_ref + step
-        self.ff = step / dt
-        # P + feed-forward: the lag behind a moving reference must not wind up an integral that the arm then
-        # pays back as overshoot when the reference stops.
-        qvel = tools.tracking_pid.step(self.q_ref, obs.qpos) + self.ff
-        self.bb.reference = (self.bb.tick, self.q_ref, self.ff, self.k)
+        if not self.started:
+            self.reference.start(obs, self.bb.reference, self.bb.tick)
+            self.started = True
+        qvel, arrived = self.reference.advance(q_target, obs)
+        self.bb.reference = self.reference.handover(self.bb.tick)
 
-        arrived = time_left <= dt
         error = position_error + 0.2 * angle_error
         if error < self.best_error - 1e-3:
             self.best_error, self.steps_since_best = error, 0

@@ -74,7 +74,7 @@ class TreeSolver:
             "observation": None, "command": None, "handle": HandleAccumulator(), "front_normal_W": None,
             "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
             "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
-            "tick": -1, "reference": None, "grasp_tolerance_G": None,
+            "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None,
         }
 
     def step(self, observation: Observation) -> Command:

@@ -267,6 +267,7 @@ class WholeBodyIK:
         q_nominal: np.ndarray | None = None,
         weights: Mapping[str, float] | None = None,
         initial_guesses: Sequence[np.ndarray] = (),
+        base_keep_out: tuple[Sequence[float], float] | None = None,
     ) -> IKResult:
         """Joint positions that put each tool centre at its goal pose, near the current configuration.
 
@@ -283,6 +284,8 @@ class WholeBodyIK:
                 reach with the arm alone).
             q_nominal: configuration (caller's order) the cost pulls towards; default ``q_current``.
             weights: cost weights overriding the constructor's, per group or joint name (1/m^2, 1/rad^2).
+            base_keep_out: ``(p_W, radius_m)``: the base origin (ground level) keeps at least ``radius_m`` from
+                the vertical line through ``p_W`` (x, y in the world), e.g. out of a swinging door's sweep.
             initial_guesses: further starting points (caller's order), tried in turn after the default
                 attempts fail. SNOPT is a local method: a goal that needs a large wrist roll from the current
                 posture often needs a start with the wrist already rolled. Held joints keep their values.
@@ -311,6 +314,7 @@ class WholeBodyIK:
         w = self._default_weights if weights is None else self._joint_weights({**self._weights, **weights})
         held = set(self.finger_joint_names) | set(fixed_joints)
         held_index = np.array(sorted(self._caller_index[n] for n in held), dtype=int)
+        keep_out = None if base_keep_out is None else (np.asarray(base_keep_out[0], dtype=float), float(base_keep_out[1]))
         min_d = 0.0 if min_base_to_gripper_m is None else float(min_base_to_gripper_m)
         max_d = math.inf if max_base_to_gripper_m is None else float(max_base_to_gripper_m)
 
@@ -332,8 +336,10 @@ class WholeBodyIK:
                 attempts.append((self._base_carried_seed(guess, goals_W, held_index), 1.0))
         for seed, fraction in attempts:
             q, solver_ok = self._solve_once(q0, seed, goals_W, fraction * position_tolerance_m,
-                                            fraction * angle_tolerance_rad, min_d, max_d, held_index, q_nom, w)
-            report = self._verify(q, q0, goals_W, position_tolerance_m, angle_tolerance_rad, min_d, max_d, held_index)
+                                            fraction * angle_tolerance_rad, min_d, max_d, held_index, q_nom, w,
+                                            keep_out)
+            report = self._verify(q, q0, goals_W, position_tolerance_m, angle_tolerance_rad, min_d, max_d, held_index,
+                                  keep_out)
             if best is None or report[0] or report[3] < best[1][3]:
                 best = (q, report, solver_ok)
             if report[0]:
@@ -343,7 +349,7 @@ class WholeBodyIK:
         return IKResult(q=q, success=ok, position_error_m=pos_err, angle_error_rad=ang_err,
                         solve_time_s=time.perf_counter() - t0, message=message, errors_by_side=by_side)
 
-    def _solve_once(self, q0, seed, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, q_nom, w):
+    def _solve_once(self, q0, seed, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, q_nom, w, keep_out=None):
         """One SNOPT solve from ``seed``; returns (q in the caller's order, solver reported success)."""
         # with_joint_limits: the decision variables q are bounded by the URDF's joint limits (papers/002
         # chose Drake because PyBullet's IK ignores them).
@@ -365,6 +371,12 @@ class WholeBodyIK:
             if min_d > 0.0 or math.isfinite(max_d):
                 ik.AddPointToPointDistanceConstraint(self._clearance_frame, self.p_LC_m, frame_G, np.zeros(3),
                                                      min_d, max_d)
+        if keep_out is not None:
+            # The base stays out of a disc (e.g. a door's sweep): the distance from its ground-level origin to
+            # a point at ground level on the disc's axis.
+            p_W, radius_m = keep_out
+            ik.AddPointToPointDistanceConstraint(self._base_frame, np.zeros(3), world,
+                                                 np.array([p_W[0], p_W[1], 0.0]), float(radius_m), math.inf)
         prog = ik.get_mutable_prog()
         q0_plant = self._to_plant(q0)
         for i in held_index:
@@ -387,7 +399,7 @@ class WholeBodyIK:
         q[held_index] = q0[held_index]
         return q, bool(result.is_success())
 
-    def _verify(self, q, q0, goals_W, pos_tol, ang_tol, min_d, max_d, held_index):
+    def _verify(self, q, q0, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, keep_out=None):
         """Check every constraint by forward kinematics.
 
         Returns (ok, worst position error m, worst angle error rad, scalar violation for ranking attempts,
@@ -413,6 +425,12 @@ class WholeBodyIK:
                 reasons.append(f"{side}: angle error {ang_err:.4f} rad > {ang_tol} rad")
             if distance_m < min_d - 1e-5 or distance_m > max_d + 1e-5:
                 reasons.append(f"{side}: body-to-gripper distance {distance_m:.3f} m outside [{min_d}, {max_d}] m")
+        if keep_out is not None:
+            p_WB = self.plant.CalcRelativeTransform(self._context, world, self._base_frame).translation()
+            gap_m = float(np.hypot(p_WB[0] - keep_out[0][0], p_WB[1] - keep_out[0][1]))
+            violation += max(0.0, keep_out[1] - gap_m)
+            if gap_m < keep_out[1] - 1e-4:
+                reasons.append(f"base {gap_m:.3f} m from the keep-out centre, inside {keep_out[1]:.3f} m")
         if np.any(q < self.lower_limits - _LIMIT_SLACK) or np.any(q > self.upper_limits + _LIMIT_SLACK):
             reasons.append("joint limits violated")
         if held_index.size and np.any(np.abs(q[held_index] - q0[held_index]) > _LIMIT_SLACK):

@@ -249,3 +249,18 @@ def test_initial_guesses_rescue_a_large_wrist_roll(single):
     result = ik.solve(q0, {"right": X_WG}, initial_guesses=[rolled])
     assert result.success, result.message
     assert np.linalg.norm(ik.tcp_pose(result.q, "right")[:3, 3] - X_WG[:3, 3]) < POSITION_OK_M
+
+
+def test_base_keep_out_disc(single):
+    """The base stays out of a disc (a swinging door's sweep) while the hand reaches a goal beside it."""
+    d, names, ik = single
+    q0 = _rest(d, names)
+    q_goal = _moved(d, names, q0, root_x_axis_joint=1.0, right_panda_joint4=-1.7)
+    X_WG = _goal_from(ik, q_goal)
+    base_goal = ik.base_pose(q_goal)[:3, 3]
+    keep_out = (base_goal[:2], 0.3)  # the unconstrained solution's base spot is forbidden
+    result = ik.solve(q0, {"right": X_WG}, base_keep_out=keep_out)
+    assert result.success, result.message
+    p_WB = ik.base_pose(result.q)[:3, 3]
+    assert np.hypot(*(p_WB[:2] - base_goal[:2])) >= 0.3 - 1e-3
+    assert np.linalg.norm(ik.tcp_pose(result.q, "right")[:3, 3] - X_WG[:3, 3]) < POSITION_OK_M

@@ -1,0 +1,155 @@
+"""Nodes of the door tree: estimating the hinge, and swinging the door open along the hinge arc.
+
+Blackboard keys (besides those of cabinet_nodes):
+    hinge   (p_W [3], axis_W [3], radius_m): a point on the hinge axis, its unit direction (a positive turn
+            about it opens the door) and the handle's distance from it; or None
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from py_trees.common import Status
+
+from handleit.planning.trajectories import hinge_arc, swept_angle_rad
+from handleit.types import Observation
+
+from .cabinet_nodes import MIN_LINK_POINTS
+from .common import JointReference, Skill
+
+# Kept between the base's origin and the handle's circle: the door's edge beyond the handle (3-7 cm) and
+# the base's footprint (torso box 0.3 x 0.2 m, body ~0.11 m from its axis).
+BASE_CLEARANCE_M = 0.3
+ARC_LEAD_RAD = 0.2  # how far the goal's position leads the door's measured angle along the arc
+REPLAN_STEPS = 5  # control steps between arc goals
+# IK weights (1/m^2, 1/rad^2) during the swing: the heavy base lags the arm, and a base that moves for every
+# arc goal drags the hand off the arc; the arm turns the hand, the base moves where the keep-out forces it.
+SWING_WEIGHTS = {"base_translation": 40.0, "base_rotation": 40.0}
+STALL_STEPS = 12  # control steps over which the door and the hand are checked for motion
+STALL_RAD = math.radians(1.5)  # turning less than this in STALL_STEPS is standing still
+MIN_OPEN_RAD = math.radians(45)  # a door standing still beyond this is taken to be at its stop
+DECOUPLED_RAD = math.radians(12)  # a still door this far behind the hand is no longer held
+MAX_OPENING_RAD = math.radians(130)  # beyond the largest door range: the door's stop ends the swing
+
+
+def hinge_from_geometry(link_points_W: np.ndarray, handle_W: np.ndarray, front_normal_W: np.ndarray):
+    """The hinge of a closed door from its points: the vertical edge of the panel farthest from the handle.
+
+    Returns ``(p_W, axis_W, radius_m)``: a point on the hinge line (on the front face), the unit axis about
+    which a positive turn swings the free edge outward (along ``front_normal_W``), and the handle's distance
+    from the axis."""
+    n = np.array([front_normal_W[0], front_normal_W[1], 0.0])
+    n /= np.linalg.norm(n)
+    t = np.cross([0.0, 0.0, 1.0], n)  # horizontal, in the front plane
+    s = (link_points_W - handle_W) @ t
+    lo, hi = np.quantile(s, [0.01, 0.99])  # robust extremes of the panel along t
+    edge = lo if abs(lo) > abs(hi) else hi
+    front = np.quantile((link_points_W - handle_W) @ n, 0.5)  # the front face, behind the protruding handle
+    p_W = handle_W + edge * t + front * n
+    p_W[2] = handle_W[2]
+    r = handle_W - p_W
+    r[2] = 0.0
+    axis = np.array([0.0, 0.0, 1.0])
+    if np.cross(axis, r) @ n < 0:  # a positive turn must move the free edge outward
+        axis = -axis
+    return p_W, axis, float(np.linalg.norm(r))
+
+
+class EstimateHinge(Skill):
+    """Estimate the hinge of the (closed) target door from its points and the handle's; one tick."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "hinge"), writes=("hinge",))
+
+    def update(self):
+        if self.bb.hinge is not None:  # from an earlier attempt, fitted to the door's motion: keep it
+            self.feedback_message = "hinge known"
+            return Status.SUCCESS
+        obs: Observation = self.bb.observation
+        link = obs.points[obs.masks["target_link"]]
+        if len(link) < MIN_LINK_POINTS or self.bb.front_normal_W is None or not self.bb.handle.n_points:
+            return self.fail(f"door not seen well enough ({len(link)} points)")
+        handle = self.bb.handle.points.mean(axis=0)
+        p_W, axis, r = hinge_from_geometry(link, handle, self.bb.front_normal_W)
+        if not 0.1 < r < 1.2:
+            return self.fail(f"implausible door width {r:.2f} m")
+        self.bb.hinge = (p_W, axis, r)
+        self.feedback_message = f"hinge at {np.round(p_W[:2], 2)}, handle {r:.2f} m from it"
+        return Status.SUCCESS
+
+
+class SwingDoorOpen(Skill):
+    """Follow the hinge arc with the grasped handle, closed on the door's measured angle: every few steps the
+    grasp pose turned about the hinge (position ahead of the door by a lead angle, orientation the door's)
+    gives a goal, whole-body IK (base kept out of the door's sweep) a joint target, and a joint reference
+    tracks it. SUCCESS when door and hand stop together beyond 45 degrees (the door's stop); FAILURE when the
+    door stands still while the hand runs ahead (lost hold), or when no arc goal is reachable.
+
+    (Refitting the hinge to the hand's path as the door turns was tried and dropped: the hand also turns and
+    slides on the handle, and a refit from a short path was worse than the geometric estimate, which is
+    within ~5 mm on the bundled cabinets.)"""
+
+    def __init__(self, name, tools, speed_fraction=0.8):
+        super().__init__(name, tools, reads=("observation", "tick", "hinge", "open_state", "reference"),
+                         writes=("command", "hinge", "reference"))
+        self.reference = JointReference(tools, speed_fraction)
+
+    def initialise(self):
+        self.started = False
+        self.q_target = None
+        self.ticks = 0
+        self.path_W: list[np.ndarray] = []
+        self.angles: list[tuple[float, float]] = []  # (door, hand) angles (rad) per step
+        self.ik_failures = 0
+
+    def _door_angle_rad(self, p_W, axis, X_WT) -> float:
+        """The door's opening: from its points (the front plane's turn) when they were seen this step, else
+        from the hand's position about the hinge."""
+        state = self.bb.open_state.state if self.bb.open_state is not None else None
+        if state is not None and state.measured:
+            return state.opening_angle_rad
+        return max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools, side = self.tools, self.tools.side
+        X_WT = obs.X_WT[side]
+        if not self.started:
+            self.reference.start(obs, self.bb.reference, self.bb.tick)
+            self.started = True
+            self.q_target = obs.qpos.copy()
+            self.X_WG0 = X_WT.copy()  # the grasp, as it was on the closed door
+        self.ticks += 1
+        self.path_W.append(X_WT[:3, 3].copy())
+        p_W, axis, r = self.bb.hinge
+        door = self._door_angle_rad(p_W, axis, X_WT)
+        hand = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
+        self.angles.append((door, hand))
+        self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg"
+        if len(self.angles) > STALL_STEPS:
+            door_then, hand_then = self.angles[-1 - STALL_STEPS]
+            door_still = door - door_then < STALL_RAD
+            if door_still and hand - hand_then < STALL_RAD and door > MIN_OPEN_RAD:
+                return Status.SUCCESS  # door and hand stopped together: the door is at its stop
+            if door_still and hand - door > DECOUPLED_RAD:
+                return self.fail(f"door not following the hand ({self.feedback_message})")
+        if self.ticks % REPLAN_STEPS == 1:
+            # Closed on the door's measured angle: the goal's position leads the door along the arc (pulling
+            # it), its orientation is the door's own (a hand turned ahead of the door would twist a thin
+            # handle between the pads until it springs out).
+            goal = hinge_arc(self.X_WG0, p_W, axis, door, 1)[-1]
+            goal[:3, 3] = hinge_arc(self.X_WG0, p_W, axis, door + ARC_LEAD_RAD, 1)[-1][:3, 3]
+            result = tools.ik.solve(obs.qpos, {side: goal}, base_keep_out=(p_W, r + BASE_CLEARANCE_M),
+                                    position_tolerance_m=0.01, angle_tolerance_rad=0.05, weights=SWING_WEIGHTS)
+            if result.success:
+                self.q_target = result.q
+                self.ik_failures = 0
+            else:
+                self.ik_failures += 1
+                if self.ik_failures >= 3:
+                    return self.fail(f"arc unreachable at {math.degrees(door):.0f} deg: {result.message}")
+        qvel, _ = self.reference.advance(self.q_target, obs)
+        self.bb.reference = self.reference.handover(self.bb.tick)
+        self.send(qvel, "close")
+        return Status.RUNNING
