@@ -142,11 +142,13 @@ class PlanGrasp(Skill):
     """Predict grasps on the merged handle points, then find, in rank order (offset by the attempt number),
     the first whose pregrasp and grasp poses whole-body IK can reach. FAILURE when none is reachable."""
 
-    def __init__(self, name, tools, max_candidates: int = 6, base_keep_out_m: float | None = None):
+    def __init__(self, name, tools, max_candidates: int = 6, base_keep_out_m: float | None = None,
+                 pregrasp_distance_m: float = PREGRASP_DISTANCE_M):
         """``base_keep_out_m``: keep the base this far beyond the door's sweep (the blackboard's ``hinge``)."""
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt", "hinge"),
                          writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
         self.max_candidates, self.base_keep_out_m = max_candidates, base_keep_out_m
+        self.pregrasp_distance_m = pregrasp_distance_m
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -174,7 +176,7 @@ class PlanGrasp(Skill):
         reasons = []
         for grasp in ordered[: self.max_candidates]:
             for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
-                X_WP = pregrasp_pose(X_WG, PREGRASP_DISTANCE_M)
+                X_WP = pregrasp_pose(X_WG, self.pregrasp_distance_m)
                 pre = ik.solve(obs.qpos, {side: X_WP}, initial_guesses=starts, weights=REACH_WEIGHTS,
                                base_keep_out=keep_out)
                 if not pre.success:

@@ -51,7 +51,9 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
         Recover("recover", tools),
         find,
         *hinge,
-        PlanGrasp("plan grasp", tools, base_keep_out_m=BASE_CLEARANCE_M if door else None),
+        # A door's handle stands out from a flat front with nothing to sweep into: a shorter final approach.
+        PlanGrasp("plan grasp", tools, base_keep_out_m=BASE_CLEARANCE_M if door else None,
+                  pregrasp_distance_m=0.10 if door else 0.15),
         # Aligned with the approach line before going in (a finger sliding sideways knocks a knob), but not
         # necessarily all the way back on it: the final move goes straight in along the line anyway.
         StepTimeout("pregrasp in time?", MoveToConfiguration(
@@ -62,7 +64,7 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
             # leaves a thin bar at the fingertips, to be squeezed out. Sideways the opening forgives more.
             "move to grasp", tools, "q_grasp", "X_WG_grasp", lateral_tolerance_m=0.012, axial_tolerance_m=0.004,
             angle_tolerance_rad=0.08, base_tolerance_m=0.03, accept_stall_m=0.02, accept_stall_axial_m=0.006,
-            speed_fraction=0.5, tolerance_key="grasp_tolerance_G"), 120, tools),
+            speed_fraction=0.7 if door else 0.5, tolerance_key="grasp_tolerance_G"), 120, tools),
         OperateGripper("close gripper", tools, "close"),
         GraspIsHolding("grasp holds?", tools),
     ]

@@ -241,9 +241,9 @@ class OperateGripper(Skill):
             self.q_hold = obs.qpos.copy()
             self.bb.q_hold = self.q_hold
         self.ticks += 1
-        # Settled: the finger positions (their velocities are noisy in contact) moved < 0.3 mm in 3 steps.
+        # Settled: the finger positions (their velocities are noisy in contact) moved < 0.3 mm in 2 steps.
         self.fingers.append(obs.qpos[self.tools.finger_index].copy())
-        settled = len(self.fingers) > 3 and np.max(np.abs(self.fingers[-1] - self.fingers[-4])) < 3e-4
+        settled = len(self.fingers) > 2 and np.max(np.abs(self.fingers[-1] - self.fingers[-3])) < 3e-4
         if self.ticks >= self.max_steps or (self.ticks >= self.min_steps and settled):
             return Status.SUCCESS
         self.send(self.tools.pid.step(self.q_hold, obs.qpos), self.action)

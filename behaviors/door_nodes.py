@@ -21,8 +21,8 @@ from .common import JointReference, Skill
 # Kept between the base's origin and the handle's circle: the door's edge beyond the handle (3-7 cm) and
 # the base's footprint (torso box 0.3 x 0.2 m, body ~0.11 m from its axis).
 BASE_CLEARANCE_M = 0.3
-ARC_LEAD_RAD = 0.2  # how far the goal's position leads the door's measured angle along the arc
-REPLAN_STEPS = 5  # control steps between arc goals
+ARC_LEAD_RAD = 0.25  # how far the goal's position leads the door's measured angle along the arc
+REPLAN_STEPS = 4  # control steps between arc goals
 # IK weights (1/m^2, 1/rad^2) during the swing: the heavy base lags the arm, and a base that moves for every
 # arc goal drags the hand off the arc; the arm turns the hand, the base moves where the keep-out forces it.
 SWING_WEIGHTS = {"base_translation": 40.0, "base_rotation": 40.0}
@@ -90,7 +90,7 @@ class SwingDoorOpen(Skill):
     slides on the handle, and a refit from a short path was worse than the geometric estimate, which is
     within ~5 mm on the bundled cabinets.)"""
 
-    def __init__(self, name, tools, speed_fraction=0.8):
+    def __init__(self, name, tools, speed_fraction=0.9):
         super().__init__(name, tools, reads=("observation", "tick", "hinge", "open_state", "reference"),
                          writes=("command", "hinge", "reference"))
         self.reference = JointReference(tools, speed_fraction)
