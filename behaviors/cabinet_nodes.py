@@ -22,18 +22,20 @@ from py_trees.common import Status
 from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
 from handleit.perception.handle_points import HandleAccumulator
 from handleit.perception.open_state import OpenStateEstimator
-from handleit.perception.point_cloud import estimate_front_normal
+from handleit.perception.point_cloud import estimate_front_normal, voxel_downsample
 from handleit.types import Observation
 
-from .common import Skill
+from .common import JointReference, Skill
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
 MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable front plane
 APPROACH_STANDOFF_M = 0.9  # base distance from the target while the handle is being found
 PREGRASP_DISTANCE_M = 0.15  # back-off along the approach axis before the final straight move
 FINGER_GAP_EMPTY_M = 0.004  # a gripper closed tighter than this holds nothing
+FINGER_GAP_SPREAD_M = 0.005  # fingers this much wider than the planned grasp (handle + clearance) let go
 PULL_RAMP_STEPS = 10  # control steps to reach full pulling speed
 PAD_WIDTH_M = 0.0175  # Panda finger pad width (x of the gripper frame)
+OBSTACLE_VOXEL_M = 0.01  # point-cloud resolution handed to the motion planner (its octree is 1 cm too)
 KNOB_ALIGNMENT_M = 0.003  # how far off a knob's centre the pads may close
 WRIST_ROLL_STARTS_RAD = (-math.pi / 2, math.pi / 2, math.pi)  # extra IK starts (wrist joint offsets)
 # IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
@@ -211,6 +213,66 @@ def grasp_tolerance_G(handle_points_W: np.ndarray, X_WG: np.ndarray, width_m: fl
     return np.array([x, y, 0.004])
 
 
+class PlanArmPath(Skill):
+    """Re-plan (after a blocked move): reach the pose under ``pose_key`` with the arm alone from where the base
+    stands (IK), and find a collision-free arm path there with mplib's RRTConnect, the observed point cloud
+    (robot points removed) as the collision world. Writes the path and the new target; FAILURE when IK or
+    the planner finds nothing."""
+
+    def __init__(self, name, tools, target_key: str, pose_key: str, planning_time_s: float = 0.5):
+        super().__init__(name, tools, reads=("observation", pose_key, "attempt"), writes=(target_key, "arm_path"))
+        self.target_key, self.pose_key, self.planning_time_s = target_key, pose_key, planning_time_s
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools, side = self.tools, self.tools.side
+        reach = tools.ik.solve(obs.qpos, {side: self.bb.get(self.pose_key)}, fixed_joints=tools.model.base_joint_names)
+        if not reach.success:
+            return self.fail(f"IK failed with the base where it is: {reach.message}")
+        obstacles = voxel_downsample(obs.points[~obs.masks["robot"]], OBSTACLE_VOXEL_M)
+        plan = tools.motion_planner().plan_to_configuration(
+            obs.qpos, reach.q, obstacles, planning_time_s=self.planning_time_s, base_fixed=True, seed=self.bb.attempt)
+        if not plan.success:
+            return self.fail(f"no collision-free arm path: {plan.message}")
+        self.bb.set(self.target_key, reach.q)
+        self.bb.arm_path = plan.q_path
+        self.feedback_message = f"{len(plan.q_path)} waypoints"
+        return Status.SUCCESS
+
+
+class FollowPath(Skill):
+    """Track the waypoints under ``arm_path`` one after the other with the joint reference; SUCCESS once the
+    last is reached and the joints are within ``tolerance_rad`` of it."""
+
+    def __init__(self, name, tools, speed_fraction: float = 0.6, tolerance_rad: float = 0.03):
+        super().__init__(name, tools, reads=("observation", "tick", "arm_path", "reference"),
+                         writes=("command", "reference"))
+        self.reference = JointReference(tools, speed_fraction)
+        self.tolerance_rad = tolerance_rad
+
+    def initialise(self):
+        self.index, self.started = 1, False
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        path = self.bb.arm_path
+        if not self.started:
+            self.reference.start(obs, self.bb.reference, self.bb.tick)
+            self.started = True
+        last = len(path) - 1
+        target = path[min(self.index, last)]
+        qvel, arrived = self.reference.advance(target, obs)
+        self.bb.reference = self.reference.handover(self.bb.tick)
+        if arrived and self.index < last:
+            self.index += 1
+        error = float(np.max(np.abs((path[last] - obs.qpos)[self.tools.controlled])))
+        self.feedback_message = f"waypoint {min(self.index, last)}/{last}, {error:.3f} rad from the end"
+        if self.index >= last and arrived and error < self.tolerance_rad:
+            return Status.SUCCESS
+        self.send(qvel, "open")
+        return Status.RUNNING
+
+
 class GraspIsHolding(Skill):
     """Condition: the closed fingers stopped on something (not on each other)."""
 
@@ -227,15 +289,20 @@ class GraspIsHolding(Skill):
 
 
 class HandleInGripper(Skill):
-    """Check, every tick of a pull: the fingers still hold something. RUNNING while they do."""
+    """Check, every tick of a pull or swing: the fingers still clamp the handle: not closed on each other
+    (it slipped out) and not spread wider than the grasp needed (pried open, or the gripper opened).
+    RUNNING while they hold."""
 
     def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation",))
+        super().__init__(name, tools, reads=("observation", "grasp"))
 
     def update(self):
         gap = finger_gap_m(self.bb.observation, self.tools)
         if gap < FINGER_GAP_EMPTY_M:
             return self.fail(f"handle slipped out (gap {gap * 1000:.1f} mm)")
+        grasp = self.bb.grasp
+        if grasp is not None and gap > grasp.width_m + FINGER_GAP_SPREAD_M:
+            return self.fail(f"fingers spread to {gap * 1000:.0f} mm, the grasp was {grasp.width_m * 1000:.0f} mm")
         return Status.RUNNING
 
 

@@ -8,7 +8,9 @@
         │       ├── recover                      after a failure: release, back off, forget the handle
         │       ├── find handle (Parallel)       approach the cabinet until the handle is seen
         │       ├── plan grasp                   grasp sampler + whole-body IK (fails: IK failed)
-        │       ├── move to pregrasp / grasp     PID on joint targets (fails: no progress, timeout)
+        │       ├── reach pregrasp (Selector)    synchronized joint move; if blocked, re-plan the arm
+        │       │                                around the observed point cloud with mplib and follow
+        │       ├── move to grasp                straight in along the approach (fails: no progress)
         │       ├── close gripper
         │       ├── grasp holds?                 check: the fingers closed on something
         │       └── pull open (Parallel)         pull, with the checks "handle in gripper?", "making progress?"
@@ -25,6 +27,8 @@ from py_trees.common import ParallelPolicy
 
 from .cabinet_nodes import (
     ApproachPart,
+    FollowPath,
+    PlanArmPath,
     GraspIsHolding,
     HandleInGripper,
     MakingProgress,
@@ -56,9 +60,16 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
                   pregrasp_distance_m=0.10 if door else 0.15),
         # Aligned with the approach line before going in (a finger sliding sideways knocks a knob), but not
         # necessarily all the way back on it: the final move goes straight in along the line anyway.
-        StepTimeout("pregrasp in time?", MoveToConfiguration(
-            "move to pregrasp", tools, "q_pregrasp", "X_WG_pregrasp", lateral_tolerance_m=0.012,
-            axial_tolerance_m=0.04, angle_tolerance_rad=0.12, base_tolerance_m=0.05), 250, tools),
+        py_trees.composites.Selector("reach pregrasp", memory=True, children=[
+            StepTimeout("pregrasp in time?", MoveToConfiguration(
+                "move to pregrasp", tools, "q_pregrasp", "X_WG_pregrasp", lateral_tolerance_m=0.012,
+                axial_tolerance_m=0.04, angle_tolerance_rad=0.12, base_tolerance_m=0.05), 250, tools),
+            # Blocked on the way (the hand against the cabinet): re-plan the arm around the observed points.
+            py_trees.composites.Sequence("re-plan around obstacles", memory=True, children=[
+                PlanArmPath("plan arm path (mplib)", tools, "q_pregrasp", "X_WG_pregrasp"),
+                StepTimeout("path followed in time?", FollowPath("follow arm path", tools), 200, tools),
+            ]),
+        ]),
         StepTimeout("grasp in time?", MoveToConfiguration(
             # In depth the finger pads span only -9 to +9.5 mm around the tool centre: stopping 1 cm short
             # leaves a thin bar at the fingertips, to be squeezed out. Sideways the opening forgives more.

@@ -30,6 +30,7 @@ class Tools:
     tracking_pid: PIDController  # the same without integral action: follows moving references
     grasp_predictor: object  # a handleit.perception.grasp_predictors.GraspPredictor
     namespace: str
+    motion_planner: object = None  # () -> handleit.planning.motion_planning.ArmMotionPlanner, built on first use
     side: str = "right"
     failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)
     failure_reasons: list[str] = field(default_factory=list)  # "node: why", in the same order

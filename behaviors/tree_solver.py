@@ -22,7 +22,16 @@ _instances = itertools.count()
 # too slow for a 2 s episode; it gets the arm's kp.
 TRACKING_GAINS = {part: PIDGains(g.kp, 0.0, g.kd) for part, g in PART_GAINS.items()}
 TRACKING_GAINS["base_rotation"] = PIDGains(PART_GAINS["arm"].kp, 0.0, 0.0)
-_IK_CACHE: dict[tuple, Any] = {}  # parsing the robot takes ~1 s: one IK per robot per process
+_IK_CACHE: dict[tuple, Any] = {}  # parsing the robot is slow: one IK and one planner per robot per process
+
+
+def arm_motion_planner(model: RobotModel, side: str):
+    from handleit.planning.motion_planning import ArmMotionPlanner
+
+    key = ("mplib", str(model.urdf_path), model.joint_names, side)
+    if key not in _IK_CACHE:
+        _IK_CACHE[key] = ArmMotionPlanner.from_robot_model(model, side)
+    return _IK_CACHE[key]
 
 
 def whole_body_ik(model: RobotModel):
@@ -60,6 +69,7 @@ class TreeSolver:
             model=self.model, ik=whole_body_ik(self.model), pid=make_robot_pid(self.model),
             tracking_pid=make_robot_pid(self.model, presets=TRACKING_GAINS),
             grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
+            motion_planner=lambda: arm_motion_planner(self.model, self.side),
         )
         self.root = self.build(self.tools)
         self.tree = py_trees.trees.BehaviourTree(self.root)
@@ -74,7 +84,7 @@ class TreeSolver:
             "observation": None, "command": None, "handle": HandleAccumulator(), "front_normal_W": None,
             "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
             "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
-            "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None,
+            "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
         }
 
     def step(self, observation: Observation) -> Command:
