@@ -248,9 +248,15 @@ def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int = 2,
 
 
 def _progress(total: int):
+    """A progress bar on a terminal; in a log (CI, nohup) a line every 10% instead of a redrawn bar."""
+    import sys
+
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="episode", dynamic_ncols=True)
+    if sys.stderr.isatty():
+        return tqdm(total=total, unit="episode", dynamic_ncols=True)
+    return tqdm(total=total, unit="episode", file=sys.stdout, mininterval=0, miniters=max(1, total // 10),
+                ascii=True, ncols=100)
 
 
 # ----------------------------------------------------------------------------------------------------
