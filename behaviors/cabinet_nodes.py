@@ -19,11 +19,12 @@ import math
 import numpy as np
 from py_trees.common import Status
 
-from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
+from handleit.perception.handle_grasps import CLEARANCE_M as GRASP_CLEARANCE_M
+from handleit.perception.handle_grasps import FINGERTIP_CLEARANCE_M, flipped_grasp_pose, pregrasp_pose
 from handleit.perception.handle_points import HandleAccumulator
 from handleit.perception.open_state import OpenStateEstimator
 from handleit.perception.point_cloud import estimate_front_normal, voxel_downsample
-from handleit.types import Observation
+from handleit.types import Grasp, Observation
 
 from .common import JointReference, Skill
 
@@ -32,7 +33,7 @@ MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable fron
 APPROACH_STANDOFF_M = 0.9  # base distance from the target while the handle is being found
 PREGRASP_DISTANCE_M = 0.15  # back-off along the approach axis before the final straight move
 FINGER_GAP_EMPTY_M = 0.004  # a gripper closed tighter than this holds nothing
-FINGER_GAP_SPREAD_M = 0.005  # fingers this much wider than the planned grasp (handle + clearance) let go
+FINGER_GAP_SPREAD_M = 0.015  # fingers this much wider than when they clamped have let go (a turning handle spreads them ~8 mm)
 PULL_RAMP_STEPS = 10  # control steps to reach full pulling speed
 PAD_WIDTH_M = 0.0175  # Panda finger pad width (x of the gripper frame)
 OBSTACLE_VOXEL_M = 0.01  # point-cloud resolution handed to the motion planner (its octree is 1 cm too)
@@ -145,12 +146,15 @@ class PlanGrasp(Skill):
     the first whose pregrasp and grasp poses whole-body IK can reach. FAILURE when none is reachable."""
 
     def __init__(self, name, tools, max_candidates: int = 6, base_keep_out_m: float | None = None,
-                 pregrasp_distance_m: float = PREGRASP_DISTANCE_M):
-        """``base_keep_out_m``: keep the base this far beyond the door's sweep (the blackboard's ``hinge``)."""
+                 pregrasp_distance_m: float = PREGRASP_DISTANCE_M, hook_knobs: bool = False):
+        """``base_keep_out_m``: keep the base this far beyond the door's sweep (the blackboard's ``hinge``).
+        ``hook_knobs``: close on a knob's stem just behind its head rather than on the head (see
+        :func:`hooked_knob_grasp`)."""
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt", "hinge"),
                          writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
         self.max_candidates, self.base_keep_out_m = max_candidates, base_keep_out_m
         self.pregrasp_distance_m = pregrasp_distance_m
+        self.hook_knobs = hook_knobs
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -160,6 +164,11 @@ class PlanGrasp(Skill):
         )
         if not grasps:
             return self.fail("no grasp fits the handle points")
+        if self.hook_knobs and self.bb.front_normal_W is not None:
+            frame = self.bb.handle.handle_frame(self.bb.front_normal_W)
+            if frame.shape == "compact":
+                link = obs.points[obs.masks["target_link"] & ~obs.masks["target_handle"]]
+                grasps = [hooked_knob_grasp(g, link) for g in grasps]
         offset = self.bb.attempt % len(grasps)
         ordered = grasps[offset:] + grasps[:offset]
         ik, side = self.tools.ik, self.tools.side
@@ -197,6 +206,26 @@ class PlanGrasp(Skill):
                 self.feedback_message = f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 2)}"
                 return Status.SUCCESS
         return self.fail(f"IK failed for {len(ordered[: self.max_candidates])} grasps ({reasons[-1] if reasons else ''})")
+
+
+def hooked_knob_grasp(grasp: Grasp, front_points_W: np.ndarray) -> Grasp:
+    """The grasp moved deeper along its approach so the pads close on the knob's stem, just behind the head.
+
+    Pulled straight out (a door swinging open), pads closed on a round head's equator hold by friction alone
+    and the head squeezes out between them; closed behind it, the head hooks on the fingers. The move is half
+    the head's width (the sampler's clearance excluded), and at most what keeps the tool centre as far off
+    the front as the sampler does (the median depth of ``front_points_W``, the part's points without the
+    handle)."""
+    X_WG = grasp.X_WG
+    depth = max(0.0, grasp.width_m - 2 * GRASP_CLEARANCE_M) / 2
+    if len(front_points_W):
+        to_front = float(np.median((front_points_W - X_WG[:3, 3]) @ X_WG[:3, 2]))
+        depth = min(depth, to_front - FINGERTIP_CLEARANCE_M)
+    if depth <= 0:
+        return grasp
+    X = X_WG.copy()
+    X[:3, 3] += depth * X_WG[:3, 2]
+    return Grasp(X_WG=X, width_m=grasp.width_m, score=grasp.score)
 
 
 def grasp_tolerance_G(handle_points_W: np.ndarray, X_WG: np.ndarray, width_m: float,
@@ -274,35 +303,37 @@ class FollowPath(Skill):
 
 
 class GraspIsHolding(Skill):
-    """Condition: the closed fingers stopped on something (not on each other)."""
+    """Condition: the closed fingers stopped on something (not on each other). Records the clamped gap."""
 
     def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation",), writes=("grasped",))
+        super().__init__(name, tools, reads=("observation",), writes=("grasped", "clamped_gap_m"))
 
     def update(self):
         gap = finger_gap_m(self.bb.observation, self.tools)
         if gap < FINGER_GAP_EMPTY_M:
             return self.fail(f"fingers closed on nothing (gap {gap * 1000:.1f} mm)")
         self.bb.grasped = True
+        self.bb.clamped_gap_m = gap
         self.feedback_message = f"holding, gap {gap * 1000:.1f} mm"
         return Status.SUCCESS
 
 
 class HandleInGripper(Skill):
     """Check, every tick of a pull or swing: the fingers still clamp the handle: not closed on each other
-    (it slipped out) and not spread wider than the grasp needed (pried open, or the gripper opened).
+    (it slipped out) and not spread wider than when they closed on it (pried open, or the gripper opened;
+    the clamped gap, not the planned grasp width: fingers may close on the handle and an edge behind it).
     RUNNING while they hold."""
 
     def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation", "grasp"))
+        super().__init__(name, tools, reads=("observation", "clamped_gap_m"))
 
     def update(self):
         gap = finger_gap_m(self.bb.observation, self.tools)
         if gap < FINGER_GAP_EMPTY_M:
             return self.fail(f"handle slipped out (gap {gap * 1000:.1f} mm)")
-        grasp = self.bb.grasp
-        if grasp is not None and gap > grasp.width_m + FINGER_GAP_SPREAD_M:
-            return self.fail(f"fingers spread to {gap * 1000:.0f} mm, the grasp was {grasp.width_m * 1000:.0f} mm")
+        clamped = self.bb.clamped_gap_m
+        if clamped is not None and gap > clamped + FINGER_GAP_SPREAD_M:
+            return self.fail(f"fingers spread to {gap * 1000:.0f} mm from {clamped * 1000:.0f} mm when they closed")
         return Status.RUNNING
 
 

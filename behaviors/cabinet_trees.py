@@ -57,7 +57,7 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
         *hinge,
         # A door's handle stands out from a flat front with nothing to sweep into: a shorter final approach.
         PlanGrasp("plan grasp", tools, base_keep_out_m=BASE_CLEARANCE_M if door else None,
-                  pregrasp_distance_m=0.10 if door else 0.15),
+                  pregrasp_distance_m=0.10 if door else 0.15, hook_knobs=door),
         # Aligned with the approach line before going in (a finger sliding sideways knocks a knob), but not
         # necessarily all the way back on it: the final move goes straight in along the line anyway.
         py_trees.composites.Selector("reach pregrasp", memory=True, children=[

@@ -13,8 +13,10 @@ import pytest
 
 import handleit.envs
 from handleit.behaviors import make_tree_solver
-from handleit.behaviors.cabinet_nodes import FollowPath, PlanArmPath
+from handleit.behaviors.cabinet_nodes import FollowPath, PlanArmPath, hooked_knob_grasp
+from handleit.perception.handle_grasps import CLEARANCE_M, FINGERTIP_CLEARANCE_M
 from handleit.sim_robot import SimRobot
+from handleit.types import Grasp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,3 +155,24 @@ def test_layers_never_import_the_environments(layer):
                 assert not name.startswith(("handleit.envs", "sapien", "handleit.sim_robot")), f"{path}: {name}"
                 if isinstance(node, ast.ImportFrom) and node.level:
                     assert not (node.module or "").startswith("envs"), f"{path}: relative import of envs"
+
+
+def _knob_grasp(head_width_m: float):
+    """A grasp approaching a door front (the plane x = 0, door facing -x) along +x, on a knob head whose
+    centre stands 40 mm out; the sampler's opening is the head plus its clearance on both sides."""
+    X_WG = np.eye(4)
+    X_WG[:3, :3] = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # G's z along +x of W
+    X_WG[:3, 3] = [-0.04, 0.0, 1.0]
+    front = np.c_[np.zeros(200), np.random.default_rng(0).uniform(-0.2, 0.2, (200, 2)) + [0.0, 1.0]]
+    return Grasp(X_WG=X_WG, width_m=head_width_m + 2 * CLEARANCE_M, score=1.0), front
+
+
+def test_a_knob_grasp_hooks_behind_the_head_but_stays_off_the_front():
+    grasp, front = _knob_grasp(0.030)
+    hooked = hooked_knob_grasp(grasp, front)
+    np.testing.assert_allclose(hooked.X_WG[:3, :3], grasp.X_WG[:3, :3])
+    assert hooked.X_WG[0, 3] == pytest.approx(-0.04 + 0.015)  # half the head deeper, along the approach
+    assert hooked.width_m == grasp.width_m
+
+    grasp, front = _knob_grasp(0.080)  # a wide head: the move stops at the sampler's fingertip clearance
+    assert hooked_knob_grasp(grasp, front).X_WG[0, 3] == pytest.approx(-FINGERTIP_CLEARANCE_M)
