@@ -28,11 +28,11 @@ from py_trees.common import ParallelPolicy
 from .cabinet_nodes import (
     ApproachPart,
     FollowPath,
-    PlanArmPath,
     GraspIsHolding,
     HandleInGripper,
     MakingProgress,
     Perceive,
+    PlanArmPath,
     PlanGrasp,
     PullDrawer,
     Recover,

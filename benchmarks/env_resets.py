@@ -13,9 +13,8 @@ import argparse
 import gc
 import time
 
-import numpy as np
-
 import handleit.envs
+import numpy as np
 
 
 def resident_mb() -> float:

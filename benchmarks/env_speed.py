@@ -25,9 +25,8 @@ import os
 import platform
 import time
 
-import numpy as np
-
 import handleit.envs
+import numpy as np
 
 
 def _actions(env, steps: int, seed: int) -> np.ndarray:

@@ -14,8 +14,6 @@ import argparse
 import json
 from collections import defaultdict
 
-import numpy as np
-
 import handleit.envs
 
 BINS = ((5.0, 8.75), (8.75, 12.5), (12.5, 16.25), (16.25, 20.0))

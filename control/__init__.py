@@ -29,8 +29,20 @@ from .pid import (
 )
 
 __all__ = [
-    "ARM_GAINS", "BASE_HEIGHT_GAINS", "BASE_ROTATION_GAINS", "BASE_TRANSLATION_GAINS", "PART_GAINS",
-    "LowPassFilter", "PIDController", "PIDGains", "gains_for", "joint_parts", "make_robot_pid",
-    "base_to_world_velocity", "denormalize_velocity", "gripper_velocity", "normalize_velocity",
+    "ARM_GAINS",
+    "BASE_HEIGHT_GAINS",
+    "BASE_ROTATION_GAINS",
+    "BASE_TRANSLATION_GAINS",
+    "PART_GAINS",
+    "LowPassFilter",
+    "PIDController",
+    "PIDGains",
+    "base_to_world_velocity",
+    "denormalize_velocity",
+    "gains_for",
+    "gripper_velocity",
+    "joint_parts",
+    "make_robot_pid",
+    "normalize_velocity",
     "world_to_base_velocity",
 ]

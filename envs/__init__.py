@@ -38,12 +38,12 @@ def make(task: str, **kwargs) -> gym.Env:
 
 __all__ = [
     "CONTROL_MODES",
-    "ControlConfig",
     "DEFAULT_MAX_EPISODE_STEPS",
     "MASK_NAMES",
-    "MobileManipulationEnv",
     "OBS_MODES",
     "TASKS",
+    "ControlConfig",
+    "MobileManipulationEnv",
     "URDFError",
     "make",
 ]

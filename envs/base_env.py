@@ -235,7 +235,7 @@ class MobileManipulationEnv(gym.Env):
 
     def _observation_space(self) -> spaces.Dict:
         dof, arms = self.robot.dof, len(self.robot.sides)
-        f32 = lambda *shape: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)  # noqa: E731
+        f32 = lambda *shape: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
         agent = spaces.Dict(
             {"qpos": f32(dof), "qvel": f32(dof), "base_pose": f32(7), "tcp_pose": f32(7 * arms)}
         )

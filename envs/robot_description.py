@@ -215,7 +215,7 @@ def _adjacent_pairs(robot: ET.Element) -> set[tuple[str, str]]:
 def _write_srdf(urdf_path: Path, srdf_path: Path, robot: ET.Element) -> None:
     pairs = {pair: "Adjacent" for pair in _adjacent_pairs(robot)}
     # Pairs that collide in almost every configuration (e.g. fingers against the hand they slide in).
-    import mplib.pymp as pymp
+    from mplib import pymp
 
     srdf_path.write_text(f'<robot name="{robot.get("name")}"/>')  # empty for now; silences "No SRDF file provided"
     model = pymp.ArticulatedModel(str(urdf_path), str(srdf_path), [0, 0, -9.81], [], [], convex=True, verbose=False)

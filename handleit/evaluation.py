@@ -199,8 +199,8 @@ def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int = 2,
             out.flush()
             results.append(rec)
             if bar is not None:
-                bar.update(1)
                 bar.set_postfix(success=f"{sum(r.success for r in results)}/{len(results)}")
+                bar.update(1)
 
         while todo or running:
             # The parent hands each worker one episode at a time, so it always knows who holds what.
@@ -248,15 +248,35 @@ def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int = 2,
 
 
 def _progress(total: int):
-    """A progress bar on a terminal; in a log (CI, nohup) a line every 10% instead of a redrawn bar."""
+    """A progress bar on a terminal; in a log (CI, nohup) a plain line every 10% instead of a redrawn bar."""
     import sys
 
     from tqdm import tqdm
 
     if sys.stderr.isatty():
         return tqdm(total=total, unit="episode", dynamic_ncols=True)
-    return tqdm(total=total, unit="episode", file=sys.stdout, mininterval=0, miniters=max(1, total // 10),
-                ascii=True, ncols=100)
+    return _LogProgress(total)
+
+
+class _LogProgress:
+    """tqdm's ``update``/``set_postfix``/``close`` as whole lines, for logs where a redrawn bar is noise."""
+
+    def __init__(self, total: int):
+        self.total, self.n, self.postfix = total, 0, ""
+        self.every = max(1, total // 10)
+        self.start = time.monotonic()
+
+    def set_postfix(self, **values) -> None:
+        self.postfix = ", ".join(f"{k}={v}" for k, v in values.items())
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self.n % self.every == 0 or self.n == self.total:
+            elapsed = time.monotonic() - self.start
+            print(f"{self.n}/{self.total} episodes, {elapsed:.0f} s, {self.postfix}", flush=True)
+
+    def close(self) -> None:
+        pass
 
 
 # ----------------------------------------------------------------------------------------------------

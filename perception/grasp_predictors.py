@@ -24,12 +24,13 @@ The analytic sampler is registered as ``"antipodal"``.
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
-
 from handleit.perception.handle_grasps import sample_handle_grasps
 from handleit.perception.point_cloud import as_points
+
 from handleit.types import Grasp
 
 ENTRY_POINT_GROUP = "handleit.grasp_predictors"

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-
 from handleit.perception.point_cloud import (
     Z_W,
     as_points,

@@ -217,7 +217,7 @@ def _ompl_set_seed(seed: int) -> bool:
     libs = glob.glob(os.path.join(os.path.dirname(os.path.dirname(mplib.__file__)), "mplib.libs", "libompl*.so*"))
     for lib in libs:
         try:
-            fn = getattr(ctypes.CDLL(lib), "_ZN4ompl3RNG7setSeedEm")
+            fn = ctypes.CDLL(lib)._ZN4ompl3RNG7setSeedEm
         except (OSError, AttributeError):
             continue
         fn.argtypes = [ctypes.c_ulong]
@@ -309,7 +309,7 @@ class ArmMotionPlanner:
         self._link_index = dict(self.planner.link_name_2_idx)
 
     @classmethod
-    def from_robot_model(cls, model: RobotModel, side: str = "right", **kwargs) -> "ArmMotionPlanner":
+    def from_robot_model(cls, model: RobotModel, side: str = "right", **kwargs) -> ArmMotionPlanner:
         """A planner for arm ``side`` of ``model``'s robot: its description files, joint order, base joints,
         and its velocity limits for time parameterization. ``kwargs`` go to the constructor."""
         kwargs.setdefault("joint_vel_limits", np.where(model.velocity_limits > 0, model.velocity_limits, 1.0))

@@ -33,7 +33,6 @@ from handleit.types import RobotModel
 
 from .mobile_panda_names import BASE_JOINT_NAMES, BASE_LINK_NAME, ROOT_LINK_NAME, TORSO_LINK_NAME
 
-
 # Cost weights of the "stay near the current configuration" term, per joint group (1/m^2 or 1/rad^2).
 # The arm is the cheap, fast and precise way to move the gripper (Panda joints: 2.2-2.6 rad/s at up to
 # ~1 m lever arm); the base and torso are slow (0.5 m/s) and less precise, and a 0.1 rad base yaw swings
@@ -198,7 +197,7 @@ class WholeBodyIK:
             self._solver_options.SetOption(SnoptSolver.id(), "Major iterations limit", SNOPT_MAJOR_ITERATIONS)
 
     @classmethod
-    def from_robot_model(cls, model: RobotModel, **kwargs) -> "WholeBodyIK":
+    def from_robot_model(cls, model: RobotModel, **kwargs) -> WholeBodyIK:
         """An IK for ``model``'s robot: its URDF, joint order, tool centres, base link and joint groups.
         ``kwargs`` go to the constructor (e.g. ``weights``)."""
         fingers = [n for names in model.finger_joint_names.values() for n in names]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from handleit.control.actions import (
     base_to_world_velocity,
     denormalize_velocity,

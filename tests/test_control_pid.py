@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from handleit.control.pid import (
     ARM_GAINS,
     BASE_HEIGHT_GAINS,
@@ -23,6 +22,7 @@ from handleit.control.pid import (
     joint_parts,
     make_robot_pid,
 )
+
 from handleit.types import RobotModel
 
 DT_S = 0.01  # 100 Hz control

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from handleit.perception.handle_points import (
     HandleAccumulator,
     classify_handle_shape,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
-
 from handleit.planning.trajectories import (
     estimate_hinge_from_motion,
     hinge_arc,
@@ -13,6 +11,7 @@ from handleit.planning.trajectories import (
     pregrasp_approach,
     swept_angle_rad,
 )
+from scipy.spatial.transform import Rotation
 
 
 def _pose(rotvec, p):
