@@ -42,6 +42,9 @@ from .common import HoldStill, MoveToConfiguration, OperateGripper, StepTimeout,
 from .door_nodes import BASE_CLEARANCE_M, EstimateHinge, SwingDoorOpen
 
 MAX_ATTEMPTS = 3
+# On the way to a door's handle the fingers open only this much wider than the grasp (which already has the
+# sampler's clearance): closing then takes ~5 control steps instead of ~17 from fully open.
+PRESHAPE_MARGIN_M = 0.006
 
 
 def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Behaviour]:
@@ -63,7 +66,8 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
         py_trees.composites.Selector("reach pregrasp", memory=True, children=[
             StepTimeout("pregrasp in time?", MoveToConfiguration(
                 "move to pregrasp", tools, "q_pregrasp", "X_WG_pregrasp", lateral_tolerance_m=0.012,
-                axial_tolerance_m=0.04, angle_tolerance_rad=0.12, base_tolerance_m=0.05), 250, tools),
+                axial_tolerance_m=0.04, angle_tolerance_rad=0.12, base_tolerance_m=0.05,
+                preshape_margin_m=PRESHAPE_MARGIN_M if door else None), 250, tools),
             # Blocked on the way (the hand against the cabinet): re-plan the arm around the observed points.
             py_trees.composites.Sequence("re-plan around obstacles", memory=True, children=[
                 PlanArmPath("plan arm path (mplib)", tools, "q_pregrasp", "X_WG_pregrasp"),
@@ -75,7 +79,8 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
             # leaves a thin bar at the fingertips, to be squeezed out. Sideways the opening forgives more.
             "move to grasp", tools, "q_grasp", "X_WG_grasp", lateral_tolerance_m=0.012, axial_tolerance_m=0.004,
             angle_tolerance_rad=0.08, base_tolerance_m=0.03, accept_stall_m=0.02, accept_stall_axial_m=0.006,
-            speed_fraction=0.7 if door else 0.5, tolerance_key="grasp_tolerance_G"), 120, tools),
+            speed_fraction=0.7 if door else 0.5, tolerance_key="grasp_tolerance_G",
+            preshape_margin_m=PRESHAPE_MARGIN_M if door else None), 120, tools),
         OperateGripper("close gripper", tools, "close"),
         GraspIsHolding("grasp holds?", tools),
     ]

@@ -17,7 +17,7 @@ import py_trees
 from handleit.control.pid import PIDController
 from py_trees.common import Access, Status
 
-from handleit.types import Command, Observation, RobotModel
+from handleit.types import Command, GripperCommand, Observation, RobotModel
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Skill(py_trees.behaviour.Behaviour):
         self.tools.failure_reasons.append(f"{self.name}: {why}")
         return Status.FAILURE
 
-    def send(self, qvel: np.ndarray, gripper: str = "hold") -> None:
+    def send(self, qvel: np.ndarray, gripper: GripperCommand = "hold") -> None:
         self.bb.command = Command(qvel=qvel, gripper={self.tools.side: gripper})
 
 
@@ -154,14 +154,16 @@ class MoveToConfiguration(Skill):
     met exactly), with the base within ``base_tolerance_m``. When the error stops shrinking for
     ``patience`` steps after the reference arrived, the move ends: SUCCESS if the tool centre is within
     ``accept_stall_m`` aside and ``accept_stall_axial_m`` along (held short by contact, e.g. fingers already
-    around a handle), else FAILURE (blocked).
+    around a handle), else FAILURE (blocked). ``preshape_margin_m``: instead of ``gripper``, set the fingers
+    to the planned grasp's opening plus this margin on the way (a short close at the handle).
     """
 
     def __init__(self, name, tools, target_key: str, pose_key: str, lateral_tolerance_m=0.01,
                  axial_tolerance_m=0.01, angle_tolerance_rad=0.05, base_tolerance_m=0.03, gripper="open",
                  patience=12, accept_stall_m=0.0, accept_stall_axial_m=0.0, speed_fraction=0.9,
-                 tolerance_key: str | None = None):
+                 tolerance_key: str | None = None, preshape_margin_m: float | None = None):
         reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
+        reads += ("grasp",) if preshape_margin_m is not None else ()
         super().__init__(name, tools, reads=reads, writes=("command", "reference"))
         self.tolerance_key = tolerance_key  # optional per-axis tolerances (m) in the goal's frame
         self.target_key, self.pose_key = target_key, pose_key
@@ -169,6 +171,7 @@ class MoveToConfiguration(Skill):
         self.angle_tolerance_rad, self.base_tolerance_m = angle_tolerance_rad, base_tolerance_m
         self.gripper, self.patience, self.accept_stall_m = gripper, patience, accept_stall_m
         self.accept_stall_axial_m = accept_stall_axial_m
+        self.preshape_margin_m = preshape_margin_m
         self.reference = JointReference(tools, speed_fraction)
 
     def initialise(self):
@@ -219,7 +222,10 @@ class MoveToConfiguration(Skill):
                     self.feedback_message = f"held short by contact: {self.feedback_message}"
                     return Status.SUCCESS
                 return self.fail(f"no progress: {self.feedback_message}")
-        self.send(qvel, self.gripper)
+        gripper = self.gripper
+        if self.preshape_margin_m is not None and self.bb.grasp is not None:
+            gripper = min(self.bb.grasp.width_m + self.preshape_margin_m, tools.model.gripper_max_opening_m)
+        self.send(qvel, gripper)
         return Status.RUNNING
 
 

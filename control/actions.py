@@ -18,6 +18,7 @@ import numpy as np
 from handleit.types import GripperCommand
 
 FINGERS_PER_GRIPPER = 2  # the Panda's two independent finger joints
+OPENING_TIME_CONSTANT_S = 0.02  # an opening command closes the gap to its target at 1/this rate (then the limit)
 
 
 def normalize_velocity(qvel, lower, upper) -> np.ndarray:
@@ -39,23 +40,38 @@ def denormalize_velocity(action, lower, upper) -> np.ndarray:
     return (upper - lower) / 2.0 * a + (upper + lower) / 2.0
 
 
-def gripper_velocity(command: GripperCommand, limit_mps: float, n_fingers: int = FINGERS_PER_GRIPPER) -> np.ndarray:
+def gripper_velocity(command: GripperCommand, limit_mps: float, n_fingers: int = FINGERS_PER_GRIPPER,
+                     finger_q_m=None) -> np.ndarray:
     """[n_fingers] finger joint velocities (m/s) for a gripper command: ``"open"`` at +``limit_mps``,
-    ``"close"`` at -``limit_mps``, ``"hold"`` at 0.
+    ``"close"`` at -``limit_mps``, ``"hold"`` at 0, and a number: the opening (m, between the fingers) to
+    move to, proportionally (time constant ``OPENING_TIME_CONSTANT_S``) and at most at the limit. An opening
+    needs the fingers' positions ``finger_q_m``.
 
     Each Panda finger joint is prismatic with q = its distance from the hand's centre line, so a positive
     velocity opens the gripper for both fingers. Closing at full speed keeps pressing once the fingers touch
-    the handle: the velocity drive's force limit, not the speed, sets the grip.
+    the handle: the velocity drive's force limit, not the speed, sets the grip. An opening a little wider
+    than the handle, set on the way in, leaves the fingers a short close.
     """
-    if command == "open":
-        v = limit_mps
-    elif command == "close":
-        v = -limit_mps
-    elif command == "hold":
-        v = 0.0
-    else:
-        raise ValueError(f"unknown gripper command {command!r}; choose 'open', 'close' or 'hold'")
-    return np.full(n_fingers, v, dtype=np.float64)
+    if isinstance(command, str):
+        if command == "open":
+            v = limit_mps
+        elif command == "close":
+            v = -limit_mps
+        elif command == "hold":
+            v = 0.0
+        else:
+            raise ValueError(f"unknown gripper command {command!r}; choose 'open', 'close', 'hold' or an opening (m)")
+        return np.full(n_fingers, v, dtype=np.float64)
+    opening = float(command)
+    if not math.isfinite(opening) or opening < 0:
+        raise ValueError(f"gripper opening must be a finite width >= 0 m, got {command!r}")
+    if finger_q_m is None:
+        raise ValueError("a gripper opening command needs the finger positions (finger_q_m)")
+    finger_q_m = np.asarray(finger_q_m, dtype=np.float64)
+    if finger_q_m.shape != (n_fingers,):
+        raise ValueError(f"finger_q_m has shape {finger_q_m.shape}, expected ({n_fingers},)")
+    v = (opening / n_fingers - finger_q_m) / OPENING_TIME_CONSTANT_S
+    return np.clip(v, -limit_mps, limit_mps)
 
 
 def world_to_base_velocity(v_xy_W, yaw_rad) -> np.ndarray:

@@ -100,7 +100,8 @@ class SimRobot:
         qvel[self._base_xy] = v_B / excess if excess > 1.0 else v_B
         for side, index in self._fingers.items():
             self._gripper_state[side] = command.gripper.get(side, self._gripper_state[side])
-            qvel[index] = gripper_velocity(self._gripper_state[side], m.velocity_limits[index[0]])
+            qvel[index] = gripper_velocity(self._gripper_state[side], m.velocity_limits[index[0]], len(index),
+                                           finger_q_m=self._obs["agent"]["qpos"][index])
         return normalize_velocity(qvel, -m.velocity_limits, m.velocity_limits).astype(np.float32)
 
     def act(self, command: Command) -> None:

@@ -16,7 +16,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-GripperCommand = Literal["open", "close", "hold"]
+GripperCommand = Literal["open", "close", "hold"] | float  # a float: the opening (m) to move the fingers to
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Command:
     """Joint velocity targets for the controlled joints (base and arms), and one command per gripper."""
 
     qvel: np.ndarray  # [dof] target velocities in the robot's joint order; finger joints are ignored
-    gripper: dict[str, GripperCommand] = field(default_factory=dict)  # arm side -> open / close / hold
+    gripper: dict[str, GripperCommand] = field(default_factory=dict)  # arm side -> open/close/hold/opening (m)
 
 
 @dataclass(frozen=True)

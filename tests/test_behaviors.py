@@ -16,7 +16,7 @@ from handleit.behaviors.cabinet_nodes import FollowPath, PlanArmPath, hooked_kno
 from handleit.perception.handle_grasps import CLEARANCE_M, FINGERTIP_CLEARANCE_M
 
 from handleit.sim_robot import SimRobot
-from handleit.types import Grasp
+from handleit.types import Command, Grasp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,3 +176,15 @@ def test_a_knob_grasp_hooks_behind_the_head_but_stays_off_the_front():
 
     grasp, front = _knob_grasp(0.080)  # a wide head: the move stops at the sampler's fingertip clearance
     assert hooked_knob_grasp(grasp, front).X_WG[0, 3] == pytest.approx(-FINGERTIP_CLEARANCE_M)
+
+
+def test_an_opening_command_sets_the_fingers_to_that_width_in_the_simulator():
+    robot = _robot("OpenCabinetDoor")
+    observation = robot.reset(seed=0)
+    m = robot.model
+    fingers = m.index(m.finger_joint_names["right"])
+    still = np.zeros(len(m.joint_names))
+    for _ in range(30):
+        robot.act(Command(qvel=still, gripper={"right": 0.03}))
+    observation = robot.observe()
+    assert observation.qpos[fingers].sum() == pytest.approx(0.03, abs=0.002)

@@ -12,6 +12,7 @@ import pytest
 from handleit.control.actions import (
     base_to_world_velocity,
     denormalize_velocity,
+    OPENING_TIME_CONSTANT_S,
     gripper_velocity,
     normalize_velocity,
     world_to_base_velocity,
@@ -69,6 +70,24 @@ def test_gripper_velocity():
     np.testing.assert_array_equal(normalize_velocity(gripper_velocity("close", 0.2), -0.2, 0.2), [-1.0, -1.0])
     with pytest.raises(ValueError, match="unknown gripper command 'grab'"):
         gripper_velocity("grab", 0.2)
+
+
+def test_gripper_opening_command_moves_the_fingers_to_the_width():
+    # 30 mm wanted, fingers at 40 mm each (80 mm open): closing, limited to the finger speed.
+    np.testing.assert_allclose(gripper_velocity(0.03, 0.2, finger_q_m=[0.04, 0.04]), [-0.2, -0.2])
+    # Near the target the speed is proportional: each finger 1 mm short of 15 mm opens at 1 mm / tau.
+    np.testing.assert_allclose(gripper_velocity(0.03, 0.2, finger_q_m=[0.014, 0.014]),
+                               [0.001 / OPENING_TIME_CONSTANT_S] * 2)
+    # Simulated at the control rate, the opening converges without overshoot.
+    q = np.array([0.04, 0.04])
+    for _ in range(40):
+        q = q + 0.01 * gripper_velocity(0.03, 0.2, finger_q_m=q)
+    np.testing.assert_allclose(q, [0.015, 0.015], atol=1e-4)
+    for bad in (float("nan"), -0.01):
+        with pytest.raises(ValueError, match="gripper opening must be a finite width"):
+            gripper_velocity(bad, 0.2, finger_q_m=[0.0, 0.0])
+    with pytest.raises(ValueError, match="needs the finger positions"):
+        gripper_velocity(0.03, 0.2)
 
 
 @pytest.mark.parametrize("yaw", [0.0, np.pi / 2, -np.pi / 2, np.pi, 2.0, -2.7, 7.0])
