@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from handleit.control.actions import (
+    OPENING_TIME_CONSTANT_S,
     base_to_world_velocity,
     denormalize_velocity,
-    OPENING_TIME_CONSTANT_S,
     gripper_velocity,
     normalize_velocity,
     world_to_base_velocity,
