@@ -154,8 +154,10 @@ class MoveToConfiguration(Skill):
     met exactly), with the base within ``base_tolerance_m``. When the error stops shrinking for
     ``patience`` steps after the reference arrived, the move ends: SUCCESS if the tool centre is within
     ``accept_stall_m`` aside and ``accept_stall_axial_m`` along (held short by contact, e.g. fingers already
-    around a handle), else FAILURE (blocked). ``preshape_margin_m``: instead of ``gripper``, set the fingers
-    to the planned grasp's opening plus this margin on the way (a short close at the handle).
+    around a handle), else FAILURE (blocked). ``preshape_margin_m``: on the first attempt, set the fingers to
+    the planned grasp's opening plus this margin on the way instead of ``gripper`` (a short close at the
+    handle, for short episodes); a retry comes in with ``gripper`` (wide open: narrow fingers stall on the
+    handle more often).
     """
 
     def __init__(self, name, tools, target_key: str, pose_key: str, lateral_tolerance_m=0.01,
@@ -163,7 +165,7 @@ class MoveToConfiguration(Skill):
                  patience=12, accept_stall_m=0.0, accept_stall_axial_m=0.0, speed_fraction=0.9,
                  tolerance_key: str | None = None, preshape_margin_m: float | None = None):
         reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
-        reads += ("grasp",) if preshape_margin_m is not None else ()
+        reads += ("grasp", "attempt") if preshape_margin_m is not None else ()
         super().__init__(name, tools, reads=reads, writes=("command", "reference"))
         self.tolerance_key = tolerance_key  # optional per-axis tolerances (m) in the goal's frame
         self.target_key, self.pose_key = target_key, pose_key
@@ -223,7 +225,7 @@ class MoveToConfiguration(Skill):
                     return Status.SUCCESS
                 return self.fail(f"no progress: {self.feedback_message}")
         gripper = self.gripper
-        if self.preshape_margin_m is not None and self.bb.grasp is not None:
+        if self.preshape_margin_m is not None and self.bb.grasp is not None and not self.bb.attempt:
             gripper = min(self.bb.grasp.width_m + self.preshape_margin_m, tools.model.gripper_max_opening_m)
         self.send(qvel, gripper)
         return Status.RUNNING
