@@ -130,7 +130,25 @@ def _save_video(frames, path: str, fps: int) -> None:
     imageio.mimwrite(path, frames[::2], fps=max(fps, 1), macro_block_size=1)
 
 
+def _exit_with_parent(poll_s: float = 1.0) -> None:
+    """End this worker when the evaluation that started it is gone (killed: its daemon children are only
+    cleaned up on a normal exit), rather than finish an episode nobody will record and wait forever."""
+    import os
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _worker_main(inbox, result_queue) -> None:
+    _exit_with_parent()
     runner = _EpisodeRunner()
     while True:
         spec = inbox.get()

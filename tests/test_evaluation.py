@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +70,50 @@ def test_summary_has_the_shape_of_the_paper_table():
     assert "| OpenCabinetDrawer | 0.750 (3/4) | 0.200 (1/5) [1 errors] |" in table
     assert "| OpenCabinetDrawer | Move to pregrasp | 4 |" in table
     assert "| OpenCabinetDrawer | error | 1 |" in table
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and b"spawn_main" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()  # a zombie's is empty
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_workers_end_when_the_evaluation_is_killed(tmp_path):
+    """A killed evaluation (SIGKILL, no clean-up) leaves no worker running episodes nobody will record."""
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "handleit.cli", "eval", "--task", "OpenCabinetDrawer", "--split", "test",
+         "--episodes", "4", "--solver", "idle", "--max-steps", "100000", "--workers", "1", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        workers = []
+        for _ in range(600):  # the worker is up within a few seconds
+            workers = _children(parent.pid)
+            if workers:
+                break
+            time.sleep(0.1)
+        assert workers, "the evaluation started no worker"
+        time.sleep(2.0)  # into its episode
+    finally:
+        parent.kill()
+        parent.wait()
+    for _ in range(300):
+        if not any(_is_worker(w) for w in workers):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"workers {workers} outlived the killed evaluation")

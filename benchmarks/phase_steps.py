@@ -1,0 +1,70 @@
+"""Where an episode's control steps go: the step at which each phase of the tree first succeeds.
+
+Runs the task's behavior tree on test episodes and records, per episode, the first control step at which
+each of the main nodes returned SUCCESS (the handle seen, the grasp planned, the pregrasp and the grasp
+reached, the gripper closed), then the step the episode ended and whether it succeeded. Prints the
+per-episode rows and the medians. This is how the 200-step budget of the challenge is spent.
+
+    python benchmarks/phase_steps.py [--task OpenCabinetDoor] [--episodes 10] [--max-steps 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from py_trees.common import Status
+
+import handleit.envs
+from handleit.behaviors import make_tree_solver
+from handleit.sim_robot import SimRobot
+
+PHASES = ("wait for handle points", "plan grasp", "move to pregrasp", "move to grasp", "close gripper")
+
+
+def run(task: str, episodes: int, max_steps: int, seed: int) -> list[dict]:
+    robot = SimRobot(handleit.envs.make(task, obs_mode="pointcloud", split="test", max_episode_steps=max_steps))
+    rows = []
+    for episode in range(episodes):
+        observation = robot.reset(seed=seed + episode)
+        solver = make_tree_solver(task, robot.model)
+        solver.reset(observation)
+        nodes = [n for n in solver.root.iterate() if n.name in PHASES]
+        first: dict[str, int] = {}
+        while not robot.done:
+            robot.act(solver.step(observation))
+            observation = robot.observe()
+            for node in nodes:
+                if node.status == Status.SUCCESS and node.name not in first:
+                    first[node.name] = robot.steps
+        rows.append({"seed": seed + episode, **first, "end": robot.steps,
+                     "success": bool(robot.info.get("success", False))})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="OpenCabinetDoor")
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rows = run(args.task, args.episodes, args.max_steps, args.seed)
+    columns = (*PHASES, "end")
+    print(f"{args.task}, test split, {args.max_steps}-step episodes: first step each phase succeeded")
+    print(f"{'seed':>5} " + " ".join(f"{c[:14]:>14}" for c in columns) + f" {'success':>8}")
+    for row in rows:
+        cells = " ".join(f"{row[c] if c in row else '-':>14}" for c in columns)
+        print(f"{row['seed']:>5} {cells} {row['success']!s:>8}")
+    medians = []
+    for c in columns:
+        values = [row[c] for row in rows if c in row]
+        medians.append(f"{np.median(values):>14.0f}" if values else f"{'-':>14}")
+    print(f"{'median':>5} " + " ".join(medians))
+    closed = [row["end"] - row["close gripper"] for row in rows if "close gripper" in row and row["success"]]
+    if closed:
+        print(f"steps from the gripper closed to success (successful episodes): median {np.median(closed):.0f}")
+
+
+if __name__ == "__main__":
+    main()
