@@ -33,7 +33,12 @@ MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable fron
 APPROACH_STANDOFF_M = 0.9  # base distance from the target while the handle is being found
 PREGRASP_DISTANCE_M = 0.15  # back-off along the approach axis before the final straight move
 FINGER_GAP_EMPTY_M = 0.004  # a gripper closed tighter than this holds nothing
-FINGER_GAP_SPREAD_M = 0.015  # fingers this much wider than when they clamped have let go (a turning handle spreads them ~8 mm)
+# Fingers spread this much wider than when they clamped, and than the planned opening, have been pried open.
+# A plate-like handle turning between the pads spreads them ~17 mm from the clamp (a 16 mm lip, 33 mm)
+# while still held: that alone is no failure; a hold that is really lost shows as the gap collapsing or
+# the door no longer following the hand.
+FINGER_GAP_SPREAD_M = 0.015
+FINGER_GAP_OVER_GRASP_M = 0.010
 PULL_RAMP_STEPS = 10  # control steps to reach full pulling speed
 PAD_WIDTH_M = 0.0175  # Panda finger pad width (x of the gripper frame)
 OBSTACLE_VOXEL_M = 0.01  # point-cloud resolution handed to the motion planner (its octree is 1 cm too)
@@ -320,20 +325,23 @@ class GraspIsHolding(Skill):
 
 class HandleInGripper(Skill):
     """Check, every tick of a pull or swing: the fingers still clamp the handle: not closed on each other
-    (it slipped out) and not spread wider than when they closed on it (pried open, or the gripper opened;
-    the clamped gap, not the planned grasp width: fingers may close on the handle and an edge behind it).
+    (it slipped out) and not spread well beyond both the gap they closed to and the planned opening (pried
+    open, or the gripper opened; fingers may close on the handle and an edge behind it, wider than planned).
     RUNNING while they hold."""
 
     def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation", "clamped_gap_m"))
+        super().__init__(name, tools, reads=("observation", "clamped_gap_m", "grasp"))
 
     def update(self):
         gap = finger_gap_m(self.bb.observation, self.tools)
         if gap < FINGER_GAP_EMPTY_M:
             return self.fail(f"handle slipped out (gap {gap * 1000:.1f} mm)")
-        clamped = self.bb.clamped_gap_m
-        if clamped is not None and gap > clamped + FINGER_GAP_SPREAD_M:
-            return self.fail(f"fingers spread to {gap * 1000:.0f} mm from {clamped * 1000:.0f} mm when they closed")
+        clamped, grasp = self.bb.clamped_gap_m, self.bb.grasp
+        if clamped is not None and grasp is not None:
+            limit = max(clamped + FINGER_GAP_SPREAD_M, grasp.width_m + FINGER_GAP_OVER_GRASP_M)
+            if gap > limit:
+                return self.fail(f"fingers spread to {gap * 1000:.0f} mm (closed at {clamped * 1000:.0f} mm, "
+                                 f"planned {grasp.width_m * 1000:.0f} mm)")
         return Status.RUNNING
 
 
