@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from py_trees.common import Status
+
 from handleit.perception.handle_grasps import CLEARANCE_M as GRASP_CLEARANCE_M
 from handleit.perception.handle_grasps import FINGERTIP_CLEARANCE_M, flipped_grasp_pose, pregrasp_pose
 from handleit.perception.handle_points import HandleAccumulator
 from handleit.perception.open_state import OpenStateEstimator
 from handleit.perception.point_cloud import estimate_front_normal, voxel_downsample
-from py_trees.common import Status
-
 from handleit.types import Grasp, Observation
 
 from .common import JointReference, Skill

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import py_trees
-from handleit.control.pid import PIDController
 from py_trees.common import Access, Status
 
+from handleit.control.pid import PIDController
 from handleit.types import Command, GripperCommand, Observation, RobotModel
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from handleit.planning.trajectories import hinge_arc, swept_angle_rad
 from py_trees.common import Status
 
+from handleit.planning.trajectories import hinge_arc, swept_angle_rad
 from handleit.types import Observation
 
 from .cabinet_nodes import MIN_LINK_POINTS

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import py_trees
+
 from handleit.control.pid import PART_GAINS, PIDGains, make_robot_pid
 from handleit.perception.grasp_predictors import get_grasp_predictor
 from handleit.perception.handle_points import HandleAccumulator
-
 from handleit.types import Command, Observation, RobotModel
 
 from .common import Tools

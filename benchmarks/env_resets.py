@@ -13,8 +13,9 @@ import argparse
 import gc
 import time
 
-import handleit.envs
 import numpy as np
+
+import handleit.envs
 
 
 def resident_mb() -> float:

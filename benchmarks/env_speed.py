@@ -25,8 +25,9 @@ import os
 import platform
 import time
 
-import handleit.envs
 import numpy as np
+
+import handleit.envs
 
 
 def _actions(env, steps: int, seed: int) -> np.ndarray:

@@ -20,11 +20,11 @@ import platform
 import time
 from collections import defaultdict
 
-import handleit.envs
 import numpy as np
+
+import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.behaviors.cabinet_nodes import Perceive
-
 from handleit.sim_robot import SimRobot
 
 

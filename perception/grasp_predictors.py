@@ -28,9 +28,9 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
 from handleit.perception.handle_grasps import sample_handle_grasps
 from handleit.perception.point_cloud import as_points
-
 from handleit.types import Grasp
 
 ENTRY_POINT_GROUP = "handleit.grasp_predictors"

@@ -26,6 +26,7 @@ Gripper frame G (:class:`handleit.types.Grasp`): z approach, y closing, x = y cr
 from __future__ import annotations
 
 import numpy as np
+
 from handleit.perception.handle_points import estimate_handle_frame
 from handleit.perception.point_cloud import (
     Z_W,
@@ -35,7 +36,6 @@ from handleit.perception.point_cloud import (
     fit_vertical_plane,
     horizontal_direction,
 )
-
 from handleit.types import Grasp
 
 PANDA_MAX_OPENING_M = 0.08

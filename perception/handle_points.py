@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
 from handleit.perception.point_cloud import (
     Z_W,
     as_points,

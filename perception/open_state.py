@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from handleit.perception.point_cloud import Z_W, as_points, fit_vertical_plane, horizontal_direction
 
 BIN_M = 0.005  # layer histogram bin: a few times the depth noise, well under any opening that matters

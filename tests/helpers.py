@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import handleit.envs
 import numpy as np
+
+import handleit.envs
 
 # Small cameras keep rendering tests fast; the default rig (3 x 400x160) is exercised by the benchmark.
 SMALL_CAMERAS = dict(camera_width=160, camera_height=64)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import shutil
 
-import handleit.envs
 import numpy as np
 import pytest
+
+import handleit.envs
 from handleit.envs import URDFError
 from handleit.envs.cabinet_generator import cabinet_urdf
-
 from tests.helpers import make_env, zero_action
 
 

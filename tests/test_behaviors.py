@@ -7,14 +7,14 @@ import ast
 from dataclasses import replace
 from pathlib import Path
 
-import handleit.envs
 import numpy as np
 import py_trees
 import pytest
+
+import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.behaviors.cabinet_nodes import FollowPath, PlanArmPath, hooked_knob_grasp
 from handleit.perception.handle_grasps import CLEARANCE_M, FINGERTIP_CLEARANCE_M
-
 from handleit.sim_robot import SimRobot
 from handleit.types import Command, Grasp
 

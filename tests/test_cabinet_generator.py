@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import sapien
+
 from handleit.envs.articulated_object import load_articulated_object
 from handleit.envs.cabinet_generator import (
     HANDLE_SHAPES,

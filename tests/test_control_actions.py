@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from handleit.control.actions import (
     OPENING_TIME_CONSTANT_S,
     base_to_world_velocity,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from handleit.control.pid import LowPassFilter
 
 FS_HZ = 100.0

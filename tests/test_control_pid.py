@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from handleit.control.pid import (
     ARM_GAINS,
     BASE_HEIGHT_GAINS,
@@ -22,7 +23,6 @@ from handleit.control.pid import (
     joint_parts,
     make_robot_pid,
 )
-
 from handleit.types import RobotModel
 
 DT_S = 0.01  # 100 Hz control

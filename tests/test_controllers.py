@@ -8,14 +8,15 @@ Action layouts are written out here from the controllers' module docstring, not 
 
 from __future__ import annotations
 
-import handleit.envs
 import numpy as np
 import pytest
 import sapien
+from scipy.spatial.transform import Rotation
+
+import handleit.envs
 from handleit.envs.controllers import CONTROL_MODES, ControlConfig, Controller, make_controller
 from handleit.envs.mobile_panda import MobilePanda
 from handleit.envs.robot_description import mobile_panda
-from scipy.spatial.transform import Rotation
 
 CONFIG = ControlConfig()
 SIM_FREQ_HZ, CONTROL_FREQ_HZ = 500, 100  # the env's defaults

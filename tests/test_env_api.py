@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import handleit.envs
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+import handleit.envs
 from tests.helpers import SMALL_CAMERAS, make_env, zero_action
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from handleit.envs.cabinet_generator import SPLIT_COUNTS, cabinet_ids
 
+from handleit.envs.cabinet_generator import SPLIT_COUNTS, cabinet_ids
 from tests.helpers import make_env, set_target_joint, zero_action
 
 TASK_OF_KIND = {"drawer": "OpenCabinetDrawer", "door": "OpenCabinetDoor"}

@@ -6,6 +6,7 @@ import importlib.metadata
 
 import numpy as np
 import pytest
+
 from handleit.perception import grasp_predictors
 from handleit.perception.grasp_predictors import (
     ENTRY_POINT_GROUP,
@@ -15,7 +16,6 @@ from handleit.perception.grasp_predictors import (
     register_grasp_predictor,
     unregister_grasp_predictor,
 )
-
 from handleit.types import Grasp
 
 

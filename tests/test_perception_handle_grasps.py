@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from handleit.perception.handle_grasps import (
     PANDA_MAX_OPENING_M,
     flipped_grasp_pose,
     pregrasp_pose,
     sample_handle_grasps,
 )
-
 from handleit.types import Grasp
 
 NOISE_M = 0.001

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from handleit.perception.handle_points import (
     HandleAccumulator,
     classify_handle_shape,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from handleit.perception.open_state import OpenStateEstimator, front_layer_offset_m
 from handleit.perception.point_cloud import estimate_front_normal
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from handleit.perception.point_cloud import (
     as_points,
     crop_box,

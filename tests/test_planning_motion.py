@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from handleit.envs.robot_description import mobile_panda
 from handleit.planning.motion_planning import ArmMotionPlanner
 from handleit.planning.whole_body_ik import WholeBodyIK, rotation_angle_rad

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
+
 from handleit.planning.trajectories import (
     estimate_hinge_from_motion,
     hinge_arc,
@@ -11,7 +13,6 @@ from handleit.planning.trajectories import (
     pregrasp_approach,
     swept_angle_rad,
 )
-from scipy.spatial.transform import Rotation
 
 
 def _pose(rotvec, p):

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import sapien
+
 from handleit.envs.mobile_panda import MobilePanda
 from handleit.envs.robot_description import mobile_panda
 
