@@ -108,7 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--episode-timeout", type=float, default=600.0, help="seconds before a hung episode is stopped")
     ev.set_defaults(func=_eval)
     args = parser.parse_args(argv)
-    return args.func(args)
+    from handleit.evaluation import OutputInUse
+
+    try:
+        return args.func(args)
+    except OutputInUse as error:
+        print(f"handleit {args.command}: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

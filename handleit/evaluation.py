@@ -18,6 +18,7 @@ import queue
 import time
 import traceback
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,11 +180,43 @@ def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: 
     return specs
 
 
+class OutputInUse(RuntimeError):
+    """Another evaluation is writing the same records file."""
+
+
+@contextmanager
+def _sole_writer(records_path: Path):
+    """Hold an exclusive lock on ``records_path`` + ``.lock`` while an evaluation appends to it: two runs into
+    one output folder would interleave their records. Raises :class:`OutputInUse` when another run holds it."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    with records_path.with_name(records_path.name + ".lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputInUse(f"another evaluation is writing {records_path}; wait for it or choose another "
+                              "output folder (--out)") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int = 2, resume: bool = False,
                  episode_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S, progress: bool = True) -> list[EpisodeRecord]:
-    """Run the episodes in ``workers`` supervised processes; return every record (old ones too on resume)."""
+    """Run the episodes in ``workers`` supervised processes; return every record (old ones too on resume).
+    One evaluation at a time per records file (:class:`OutputInUse` otherwise)."""
     records_path = Path(records_path)
     records_path.parent.mkdir(parents=True, exist_ok=True)
+    with _sole_writer(records_path):
+        return _run_episodes(specs, records_path, workers, resume, episode_timeout_s, progress)
+
+
+def _run_episodes(specs, records_path: Path, workers: int, resume: bool, episode_timeout_s: float,
+                  progress: bool) -> list[EpisodeRecord]:
     done: dict[tuple, EpisodeRecord] = {}
     if resume and records_path.exists():
         for line in records_path.read_text().splitlines():

@@ -117,3 +117,14 @@ def test_workers_end_when_the_evaluation_is_killed(tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail(f"workers {workers} outlived the killed evaluation")
+
+
+def test_two_evaluations_never_write_one_records_file(tmp_path):
+    from handleit.evaluation import OutputInUse, _sole_writer
+
+    records = tmp_path / "records.jsonl"
+    with _sole_writer(records):
+        with pytest.raises(OutputInUse, match="another evaluation is writing"):
+            run_episodes(_specs("idle"), records, workers=1, progress=False)
+    assert not records.exists()  # the refused run wrote nothing
+    assert len(run_episodes(_specs("idle"), records, workers=1, progress=False)) == 1  # free again
