@@ -199,10 +199,7 @@ def _sole_writer(records_path: Path):
         except BlockingIOError:
             raise OutputInUse(f"another evaluation is writing {records_path}; wait for it or choose another "
                               "output folder (--out)") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield  # closing the file releases the lock
 
 
 def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int = 2, resume: bool = False,
