@@ -21,11 +21,30 @@ DEFAULT_MAX_EPISODE_STEPS = 200
 TASKS = {
     "OpenCabinetDrawer": ("handleit/OpenCabinetDrawer-v0", "handleit.envs.open_cabinet:OpenCabinetDrawerEnv"),
     "OpenCabinetDoor": ("handleit/OpenCabinetDoor-v0", "handleit.envs.open_cabinet:OpenCabinetDoorEnv"),
+    "PushChair": ("handleit/PushChair-v0", "handleit.envs.push_chair:PushChairEnv"),
+    "MoveBucket": ("handleit/MoveBucket-v0", "handleit.envs.move_bucket:MoveBucketEnv"),
 }
 
 for _env_id, _entry_point in TASKS.values():
     if _env_id not in gym.registry:
         gym.register(id=_env_id, entry_point=_entry_point, max_episode_steps=DEFAULT_MAX_EPISODE_STEPS)
+
+
+def model_ids(task: str, split: str) -> list[str]:
+    """The bundled object ids of a task's split (cabinets, chairs or buckets), in a fixed order."""
+    if task in ("OpenCabinetDrawer", "OpenCabinetDoor"):
+        from .cabinet_generator import cabinet_ids
+
+        return cabinet_ids("drawer" if task == "OpenCabinetDrawer" else "door", split)
+    if task == "PushChair":
+        from .chair_generator import chair_ids
+
+        return chair_ids(split)
+    if task == "MoveBucket":
+        from .bucket_generator import bucket_ids
+
+        return bucket_ids(split)
+    raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 
 
 def make(task: str, **kwargs) -> gym.Env:
@@ -46,4 +65,5 @@ __all__ = [
     "MobileManipulationEnv",
     "URDFError",
     "make",
+    "model_ids",
 ]

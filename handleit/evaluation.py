@@ -1,7 +1,7 @@
 """The evaluation harness: run a solver on a task's split, in parallel worker processes, one record per episode.
 
-- Episode i of a split uses cabinet ``ids[i % len(ids)]`` (every cabinet equally often, as ManiSkill1's
-  protocol spreads its levels over objects) and seed ``seed + i`` (target part, robot pose, joint friction).
+- Episode i of a split uses object ``ids[i % len(ids)]`` (every cabinet, chair or bucket equally often, as
+  ManiSkill1's protocol spreads its levels over objects) and seed ``seed + i`` (target part, robot pose, joint friction).
 - Workers are supervised processes: a worker that crashes (segfault, out of memory) or exceeds the episode
   time limit costs that one episode, recorded as an error, and is replaced; the run goes on.
 - Records are appended to ``records.jsonl`` as they arrive (nothing measured is lost if the run stops);
@@ -163,14 +163,9 @@ def _worker_main(inbox, result_queue) -> None:
 # ----------------------------------------------------------------------------------------------------
 def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: int, seed: int = 0,
                   video_episodes: tuple[int, ...] = (), video_dir: Path | None = None) -> list[EpisodeSpec]:
-    from handleit.envs.cabinet_generator import cabinet_ids
+    from handleit.envs import model_ids
 
-    kind = {"OpenCabinetDrawer": "drawer", "OpenCabinetDoor": "door"}.get(task)
-    if kind is None:
-        import handleit.envs
-
-        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(handleit.envs.TASKS)}")
-    ids = cabinet_ids(kind, split)
+    ids = model_ids(task, split)
     specs = []
     for i in range(episodes):
         video = None

@@ -316,6 +316,8 @@ class WholeBodyIK:
         keep_out = None if base_keep_out is None else (np.asarray(base_keep_out[0], dtype=float), float(base_keep_out[1]))
         min_d = 0.0 if min_base_to_gripper_m is None else float(min_base_to_gripper_m)
         max_d = math.inf if max_base_to_gripper_m is None else float(max_base_to_gripper_m)
+        if min_d > max_d:
+            raise ValueError(f"min_base_to_gripper_m ({min_d} m) exceeds max_base_to_gripper_m ({max_d} m)")
 
         # Attempts: (initial guess, fraction of the tolerances asked of the solver). Success is always judged
         # against the caller's tolerances.
