@@ -31,16 +31,21 @@ class Tools:
     grasp_predictor: object  # a handleit.perception.grasp_predictors.GraspPredictor
     namespace: str
     motion_planner: object = None  # () -> handleit.planning.motion_planning.ArmMotionPlanner, built on first use
-    side: str = "right"
+    side: str = "right"  # the arm a single-arm tree uses
+    sides: tuple[str, ...] = ()  # every arm the tree drives (default: just ``side``); dual-arm trees use both
     failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)
     failure_reasons: list[str] = field(default_factory=list)  # "node: why", in the same order
 
     def __post_init__(self):
         m = self.model
+        self.sides = tuple(self.sides) or (self.side,)
         self.base_index = m.index(m.base_joint_names)
         self.arm_index = m.index(m.arm_joint_names[self.side])
-        self.finger_index = m.index(m.finger_joint_names[self.side])
-        self.controlled = np.concatenate([self.base_index, self.arm_index])
+        self.arm_indices = {s: m.index(m.arm_joint_names[s]) for s in self.sides}
+        self.finger_indices = {s: m.index(m.finger_joint_names[s]) for s in self.sides}
+        # The fingers of every driven arm (a gripper skill waits for all of them to settle).
+        self.finger_index = np.concatenate([self.finger_indices[s] for s in self.sides])
+        self.controlled = np.concatenate([self.base_index, *self.arm_indices.values()])
 
 
 class Skill(py_trees.behaviour.Behaviour):
@@ -62,8 +67,10 @@ class Skill(py_trees.behaviour.Behaviour):
         self.tools.failure_reasons.append(f"{self.name}: {why}")
         return Status.FAILURE
 
-    def send(self, qvel: np.ndarray, gripper: GripperCommand = "hold") -> None:
-        self.bb.command = Command(qvel=qvel, gripper={self.tools.side: gripper})
+    def send(self, qvel: np.ndarray, gripper: GripperCommand | dict[str, GripperCommand] = "hold") -> None:
+        """Command the joints; ``gripper`` is one command for every driven arm, or one per side."""
+        grippers = gripper if isinstance(gripper, dict) else {s: gripper for s in self.tools.sides}
+        self.bb.command = Command(qvel=qvel, gripper=grippers)
 
 
 

@@ -52,13 +52,18 @@ class TreeSolver:
         model: the robot model.
         build: ``build(tools) -> root`` (e.g. :func:`create_drawer_tree`).
         grasp_predictor: name of a registered grasp predictor (plug-ins replace the analytic sampler).
-        side: the arm used.
+        side: the arm used by a single-arm tree.
+        sides: every arm the tree drives (default: ``side`` alone); the dual-arm trees pass both.
+        blackboard: extra blackboard keys of the tree and their initial values.
     """
 
     def __init__(self, task: str, model: RobotModel, build: Callable[[Tools], py_trees.behaviour.Behaviour],
-                 grasp_predictor: str = "antipodal", side: str = "right"):
+                 grasp_predictor: str = "antipodal", side: str = "right", sides: tuple[str, ...] = (),
+                 blackboard: dict[str, Any] | None = None):
         self.name, self.task, self.model, self.build = "bt", task, model, build
         self.grasp_predictor_name, self.side = grasp_predictor, side
+        self.sides = tuple(sides) or (side,)
+        self.extra_blackboard = dict(blackboard or {})
         self.tools: Tools | None = None
         self.root = None
         self.step_times_s: list[float] = []
@@ -70,6 +75,7 @@ class TreeSolver:
             model=self.model, ik=whole_body_ik(self.model), pid=make_robot_pid(self.model),
             tracking_pid=make_robot_pid(self.model, presets=TRACKING_GAINS),
             grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
+            sides=self.sides,
             motion_planner=lambda: arm_motion_planner(self.model, self.side),
         )
         self.root = self.build(self.tools)
@@ -86,7 +92,7 @@ class TreeSolver:
             "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
             "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
-            "clamped_gap_m": None,
+            "clamped_gap_m": None, **self.extra_blackboard,
         }
 
     def step(self, observation: Observation) -> Command:
@@ -97,7 +103,7 @@ class TreeSolver:
         self.tree.tick()
         command = self.bb.command
         if command is None:  # nothing acted this tick (e.g. the tree ended): hold still
-            command = Command(qvel=np.zeros(len(self.model.joint_names)), gripper={self.side: "hold"})
+            command = Command(qvel=np.zeros(len(self.model.joint_names)), gripper={s: "hold" for s in self.sides})
         self.step_times_s.append(time.perf_counter() - start)
         return command
 

@@ -40,7 +40,7 @@ from .chair_generator import (
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
 
 SPLITS = ("train", "test")
-START_TORSO_HEIGHT_M = 0.9  # ManiSkill2 PushChair-v1 starts the torso at 0.9 (MoveBucket at 0.5)
+START_TORSO_HEIGHT_M = 0.5
 TARGET_XY_M = (0.0, 0.0)
 TARGET_RADIUS_M = 0.15  # the marker's radius and the success distance (ManiSkill1's target_radius)
 STANDING_TILT_RAD = 0.05 * np.pi

@@ -6,8 +6,28 @@
 - :mod:`~handleit.perception.handle_grasps`: horizontal and vertical grasps on a handle (papers/002 Sec. 2.3).
 - :mod:`~handleit.perception.open_state`: how far the target drawer/door is open.
 - :mod:`~handleit.perception.grasp_predictors`: grasp predictors by name (plug-ins, entry points).
+- :mod:`~handleit.perception.bucket_rim`: a bucket's rim (height, circle, thickness, axis), the ball inside.
+- :mod:`~handleit.perception.chair_center`: a swivel chair's centre (papers/002 Fig. 10), upper body, backrest.
 """
 
+from handleit.perception.bucket_rim import (
+    RIM_THICKNESS_THRESHOLD_M,
+    BucketRim,
+    ball_points_mask,
+    classify_rim_thickness,
+    estimate_bucket_rim,
+    fit_circle_xy,
+    points_inside_bucket,
+    rim_is_pinchable,
+)
+from handleit.perception.chair_center import (
+    Backrest,
+    ChairCenter,
+    estimate_backrest,
+    estimate_chair_center,
+    mean_center,
+    upper_body_mask,
+)
 from handleit.perception.grasp_predictors import (
     GraspPredictor,
     available_grasp_predictors,
@@ -36,27 +56,41 @@ from handleit.perception.point_cloud import (
 )
 
 __all__ = [
+    "RIM_THICKNESS_THRESHOLD_M",
+    "Backrest",
+    "BucketRim",
+    "ChairCenter",
     "GraspPredictor",
     "HandleAccumulator",
     "HandleFrame",
     "OpenState",
     "OpenStateEstimator",
     "available_grasp_predictors",
+    "ball_points_mask",
     "classify_handle_shape",
+    "classify_rim_thickness",
     "crop_box",
+    "estimate_backrest",
+    "estimate_bucket_rim",
+    "estimate_chair_center",
     "estimate_front_normal",
     "estimate_handle_frame",
     "estimate_normals",
+    "fit_circle_xy",
     "fit_ground_plane",
     "fit_plane",
     "fit_vertical_plane",
     "flipped_grasp_pose",
     "get_grasp_predictor",
+    "mean_center",
+    "points_inside_bucket",
     "pregrasp_pose",
     "register_grasp_predictor",
     "remove_ground",
+    "rim_is_pinchable",
     "sample_handle_grasps",
     "select",
     "transform_points",
+    "upper_body_mask",
     "voxel_downsample",
 ]

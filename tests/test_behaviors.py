@@ -52,8 +52,8 @@ def test_trees_print_with_their_failure_checks(task):
 
 def test_unknown_task_has_no_tree():
     robot = _robot("OpenCabinetDrawer")
-    with pytest.raises(ValueError, match="no behavior tree for task 'PushChair'"):
-        make_tree_solver("PushChair", robot.model)
+    with pytest.raises(ValueError, match="no behavior tree for task 'OpenFridge'"):
+        make_tree_solver("OpenFridge", robot.model)
 
 
 def test_drawer_tree_opens_a_drawer():

@@ -1,0 +1,187 @@
+"""Skills of the dual-arm trees (PushChair, MoveBucket): both arms and the base moved together to a whole-body
+configuration, both grippers checked, the base moved with the arms held (carrying or pushing a held object),
+and the recovery between attempts.
+
+Goals for both arms come from one whole-body IK solve with two tool-centre goals (papers/002 Sec. 2.4: the
+reason Drake was chosen), so the base, the torso and both arms arrive together.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from py_trees.common import Status
+
+from handleit.planning.whole_body_ik import rotation_angle_rad
+from handleit.types import Observation
+
+from .common import JointReference, Skill, Tools
+
+# A Panda finger pair closed on nothing reads about 0 m apart; on a backrest or a rim several mm at least.
+EMPTY_GRIPPER_GAP_M = 0.004
+
+
+def solve_dual(tools: Tools, q_current: np.ndarray, goals: dict[str, np.ndarray], **kwargs):
+    """Whole-body IK for both tool centres at once; the result's ``q`` keeps the fingers as they are."""
+    return tools.ik.solve(q_current, goals, **kwargs)
+
+
+def finger_gap_m(tools: Tools, obs: Observation, side: str) -> float:
+    """Distance between the two fingers of one gripper (m): the sum of the two finger joints."""
+    return float(np.sum(obs.qpos[tools.finger_indices[side]]))
+
+
+class MoveBothArms(Skill):
+    """Drive the base, torso and both arms to the configuration under ``target_key`` along a synchronized
+    :class:`JointReference`. SUCCESS when every tool centre is within ``position_tolerance_m`` and
+    ``angle_tolerance_rad`` of its goal under ``pose_key`` (side -> X_WG); when the error stops shrinking for
+    ``patience`` steps after the reference arrived: SUCCESS within ``accept_stall_m``, else FAILURE.
+    ``gripper_key``: a blackboard key holding the fingers' opening (m) on the way (pre-shaped to the part, so
+    that closing takes a few steps), used instead of ``gripper`` when set."""
+
+    def __init__(self, name, tools, target_key: str, pose_key: str, position_tolerance_m=0.015,
+                 angle_tolerance_rad=0.1, gripper="open", patience=10, accept_stall_m=0.03, speed_fraction=0.9,
+                 gripper_key: str | None = None):
+        reads = ("observation", "tick", target_key, pose_key) + ((gripper_key,) if gripper_key else ())
+        super().__init__(name, tools, reads=reads, writes=("command", "reference"))
+        self.gripper_key = gripper_key
+        self.target_key, self.pose_key = target_key, pose_key
+        self.position_tolerance_m, self.angle_tolerance_rad = position_tolerance_m, angle_tolerance_rad
+        self.gripper, self.patience, self.accept_stall_m = gripper, patience, accept_stall_m
+        self.reference = JointReference(tools, speed_fraction)
+
+    def initialise(self):
+        self.best_error, self.steps_since_best, self.started = math.inf, 0, False
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        goals = self.bb.get(self.pose_key)
+        q_target = self.bb.get(self.target_key)
+        position_error, angle_error = 0.0, 0.0
+        for side, X_WG in goals.items():
+            X_WT = obs.X_WT[side]
+            position_error = max(position_error, float(np.linalg.norm(X_WT[:3, 3] - X_WG[:3, 3])))
+            angle_error = max(angle_error, rotation_angle_rad(X_WG[:3, :3].T @ X_WT[:3, :3]))
+        self.feedback_message = f"worst tcp {100 * position_error:.1f} cm, {math.degrees(angle_error):.0f} deg off"
+        if position_error < self.position_tolerance_m and angle_error < self.angle_tolerance_rad:
+            return Status.SUCCESS
+        if not self.started:
+            self.reference.start(obs, self.bb.reference, self.bb.tick)
+            self.started = True
+        qvel, arrived = self.reference.advance(q_target, obs)
+        self.bb.reference = self.reference.handover(self.bb.tick)
+        error = position_error + 0.2 * angle_error
+        if error < self.best_error - 1e-3:
+            self.best_error, self.steps_since_best = error, 0
+        elif arrived:
+            self.steps_since_best += 1
+            if self.steps_since_best > self.patience:
+                if position_error < self.accept_stall_m and angle_error < 2 * self.angle_tolerance_rad:
+                    self.feedback_message = f"held short by contact: {self.feedback_message}"
+                    return Status.SUCCESS
+                return self.fail(f"no progress: {self.feedback_message}")
+        opening = self.bb.get(self.gripper_key) if self.gripper_key else None
+        self.send(qvel, self.gripper if opening is None else float(opening))
+        return Status.RUNNING
+
+
+class GrippersHolding(Skill):
+    """Check: every gripper closed on something (its fingers stopped apart), not on empty air."""
+
+    def __init__(self, name, tools, min_gap_m: float = EMPTY_GRIPPER_GAP_M):
+        super().__init__(name, tools, reads=("observation",))
+        self.min_gap_m = min_gap_m
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        gaps = {s: finger_gap_m(self.tools, obs, s) for s in self.tools.sides}
+        self.feedback_message = ", ".join(f"{s} {1000 * g:.0f} mm" for s, g in gaps.items())
+        empty = [s for s, g in gaps.items() if g < self.min_gap_m]
+        if empty:
+            return self.fail(f"{' and '.join(empty)} gripper closed on nothing ({self.feedback_message})")
+        return Status.SUCCESS
+
+
+class MoveBaseHolding(Skill):
+    """Move the base (x, y and optionally torso height) by the offset under ``offset_key`` while the arms hold
+    their configuration: the held object goes where the base goes. ``offset_key`` holds (dx, dy, dz) in the
+    world frame (m), read when the move starts. SUCCESS once the base has arrived and slowed down."""
+
+    def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=0.9, settle_mps=0.05,
+                 tolerance_m=0.01):
+        super().__init__(name, tools, reads=("observation", "tick", offset_key), writes=("command", "reference"))
+        self.offset_key, self.gripper = offset_key, gripper
+        self.settle_mps, self.tolerance_m = settle_mps, tolerance_m
+        self.reference = JointReference(tools, speed_fraction)
+
+    def initialise(self):
+        self.q_target = None
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools = self.tools
+        x, y, _, height = tools.base_index
+        if self.q_target is None:
+            offset = np.asarray(self.bb.get(self.offset_key), dtype=float)
+            self.reference.start(obs, self.bb.reference, self.bb.tick)
+            # From the reference, not the measured configuration: the arms hold where they were told to be.
+            self.q_target = self.reference.q.copy()
+            self.q_target[[x, y]] += offset[:2]
+            if len(offset) > 2:
+                self.q_target[height] = np.clip(self.q_target[height] + offset[2], *tools.model.joint_limits[height])
+        qvel, arrived = self.reference.advance(self.q_target, obs)
+        self.bb.reference = self.reference.handover(self.bb.tick)
+        error_m = float(np.linalg.norm(self.q_target[[x, y, height]] - obs.qpos[[x, y, height]]))
+        speed_mps = float(np.linalg.norm(obs.qvel[[x, y, height]]))
+        self.feedback_message = f"base {100 * error_m:.1f} cm from its goal, {speed_mps:.2f} m/s"
+        if arrived and error_m < self.tolerance_m and speed_mps < self.settle_mps:
+            return Status.SUCCESS
+        self.send(qvel, self.gripper)
+        return Status.RUNNING
+
+
+class ReleaseAndBackOff(Skill):
+    """Recovery before a retry, and the last step of a set-down: open both grippers, then raise the torso and
+    back the base away along its heading. SUCCESS at once on a first attempt when ``only_on_retry``."""
+
+    def __init__(self, name, tools, back_m: float = 0.2, raise_m: float = 0.05, open_steps: int = 12,
+                 only_on_retry: bool = True, reset_keys: tuple[str, ...] = ()):
+        super().__init__(name, tools, reads=("observation", "attempt", "tick"),
+                         writes=("command", "attempt", "reference", *reset_keys))
+        self.back_m, self.raise_m, self.open_steps = back_m, raise_m, open_steps
+        self.only_on_retry, self.reset_keys = only_on_retry, reset_keys
+        self.reference = JointReference(tools, 0.8)
+
+    def initialise(self):
+        self.ticks, self.q_target, self.q_hold = 0, None, None
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.only_on_retry:
+            if self.ticks == 0:
+                self.bb.attempt = self.bb.attempt + 1
+                for key in self.reset_keys:
+                    self.bb.set(key, None)
+            if self.bb.attempt <= 1:
+                return Status.SUCCESS
+        self.ticks += 1
+        tools = self.tools
+        if self.ticks <= self.open_steps:
+            if self.q_hold is None:
+                self.q_hold = obs.qpos.copy()
+            self.send(tools.pid.step(self.q_hold, obs.qpos), "open")
+            return Status.RUNNING
+        x, y, yaw, height = tools.base_index
+        if self.q_target is None:
+            self.reference.start(obs, None, self.bb.tick)
+            self.q_target = obs.qpos.copy()
+            heading = np.array([math.cos(obs.qpos[yaw]), math.sin(obs.qpos[yaw])])
+            self.q_target[[x, y]] -= self.back_m * heading
+            self.q_target[height] = min(self.q_target[height] + self.raise_m, tools.model.joint_limits[height][1])
+        qvel, arrived = self.reference.advance(self.q_target, obs)
+        self.bb.reference = self.reference.handover(self.bb.tick)
+        if arrived:
+            return Status.SUCCESS
+        self.send(qvel, "open")
+        return Status.RUNNING

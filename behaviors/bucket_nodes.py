@@ -1,0 +1,262 @@
+"""Nodes of the MoveBucket tree: bucket perception, the rim-thickness test, the two holds (pinching the rim
+with both grippers, or hugging the walls between both arms), lift, carry, set down, and the checks.
+
+Blackboard keys (besides the common ones):
+    target_xy_W       [2] the platform's centre (the ManiSkill1 protocol puts it at the world origin)
+    rim               latest rim estimate (handleit.perception.bucket_rim.BucketRim), or None
+    bucket_points_W   latest bucket points (world frame)
+    ball_points_W     latest points of the ball (its colour), possibly empty
+    platform_top_z_m  height of the platform's top face, from the points around the target
+    hold              "rim" or "hug": the branch taken
+    rim_z_at_grasp_m, torso_at_grasp_m: references of the "bucket follows?" check
+    lift_offset_W / carry_offset_W / lower_offset_W: base moves of the carry (dx, dy, dz torso)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from py_trees.common import Status
+
+from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim, rim_is_pinchable
+from handleit.types import Observation
+
+from .bimanual_nodes import EMPTY_GRIPPER_GAP_M, finger_gap_m
+from .common import Skill
+
+MIN_BUCKET_POINTS = 150
+PERCEIVE_EVERY_STEPS = 2
+FLOOR_CLEARANCE_M = 0.02
+PLATFORM_SEARCH_RADIUS_M = 0.45  # points this close to the target (not robot, not bucket) are the platform
+RIM_PAD_DEPTH_M = 0.015  # finger pads centred this far below the rim's top (pads span +-9 mm)
+RIM_PREGRASP_HEIGHT_M = 0.10
+PRESHAPE_MARGIN_M = 0.035  # fingers this much wider than the rim on the way down
+HUG_HEIGHT_FRACTION = 0.55  # hug the walls at this fraction of the rim height
+HUG_SQUEEZE_M = 0.07  # hug goals this far inside the wall surface: the arms press on it
+HUG_PREGRASP_OUT_M = 0.10
+LIFT_CLEARANCE_M = 0.06  # bucket bottom this far above the platform top while carrying
+SET_DOWN_HEIGHT_M = 0.01  # released this far above the platform top
+MAX_TILT_RAD = 0.25  # the bucket tilting more than this (from its rim) fails the carry
+MAX_FOLLOW_ERROR_M = 0.05  # the rim must rise with the torso within this
+BALL_MARGIN_M = 0.03
+HOLD_IK_WEIGHTS = {"base_height": 20.0}
+
+
+def _unit_xy(v) -> np.ndarray:
+    v = np.array([v[0], v[1], 0.0], dtype=float)
+    return v / max(np.linalg.norm(v), 1e-9)
+
+
+class PerceiveBucket(Skill):
+    """Every other tick: bucket points -> rim estimate (papers/002 Sec. 2.3), the ball's points (by its
+    colour), and the platform's top height. Always SUCCESS."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "tick", "target_xy_W"),
+                         writes=("rim", "bucket_points_W", "ball_points_W", "platform_top_z_m"))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.bb.tick % PERCEIVE_EVERY_STEPS:
+            return Status.SUCCESS
+        robot, bucket = obs.masks["robot"], obs.masks["target_link"]
+        points = obs.points[bucket & ~robot]
+        self.bb.ball_points_W = obs.points[ball_points_mask(obs.colors) & ~robot & ~bucket]
+        other = obs.points[~robot & ~bucket & (obs.points[:, 2] > FLOOR_CLEARANCE_M)]
+        near = np.linalg.norm(other[:, :2] - np.asarray(self.bb.target_xy_W), axis=1) < PLATFORM_SEARCH_RADIUS_M
+        if near.sum() >= 20:
+            self.bb.platform_top_z_m = float(np.percentile(other[near, 2], 95))
+        if len(points) < MIN_BUCKET_POINTS:
+            self.feedback_message = f"only {len(points)} bucket points"
+            return Status.SUCCESS
+        self.bb.bucket_points_W = points
+        try:
+            self.bb.rim = estimate_bucket_rim(points)
+        except ValueError as e:
+            self.feedback_message = f"no rim estimate: {e}"
+            return Status.SUCCESS
+        rim = self.bb.rim
+        self.feedback_message = f"rim at {rim.height_m:.2f} m, {1000 * rim.thickness_m:.0f} mm thick"
+        return Status.SUCCESS
+
+
+class RimIsThin(Skill):
+    """Condition: the rim is thin enough to pinch (SUCCESS) or not (FAILURE: the hugging branch)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("rim",), writes=("hold",))
+
+    def update(self):
+        rim = self.bb.rim
+        if rim is None:
+            return self.fail("no rim estimate")
+        thin = rim_is_pinchable(rim, max_opening_m=self.tools.model.gripper_max_opening_m)
+        self.bb.hold = "rim" if thin else "hug"
+        self.feedback_message = f"rim {1000 * rim.thickness_m:.0f} mm: {'pinch it' if thin else 'too thick, hug'}"
+        # A thick rim is a branch decision, not a failure: it is not recorded as one.
+        return Status.SUCCESS if thin else Status.FAILURE
+
+
+def _side_directions(rim, X_WB: np.ndarray) -> dict[str, np.ndarray]:
+    """Unit xy vectors from the bucket's axis toward the robot's left and right (perpendicular to the line
+    from the base to the bucket)."""
+    toward = _unit_xy(np.asarray(rim.center_W) - X_WB[:3, 3])
+    left = np.array([-toward[1], toward[0], 0.0])
+    return {"left": left, "right": -left}
+
+
+def rim_hold_poses(rim, X_WB: np.ndarray) -> dict[str, np.ndarray]:
+    """Tool-centre goals that pinch the rim on the bucket's left and right: pointing down, closing radially."""
+    radius = 0.5 * (rim.outer_radius_m + rim.inner_radius_m)
+    goals = {}
+    for side, d in _side_directions(rim, X_WB).items():
+        z = np.array([0.0, 0.0, -1.0])
+        X = np.eye(4)
+        X[:3, :3] = np.stack([np.cross(d, z), d, z], axis=1)
+        X[:3, 3] = [rim.center_W[0] + radius * d[0], rim.center_W[1] + radius * d[1], rim.height_m - RIM_PAD_DEPTH_M]
+        goals[side] = X
+    return goals
+
+
+def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float) -> dict[str, np.ndarray]:
+    """Tool-centre goals of the hug: each closed hand points at the bucket's axis from its side, at
+    ``HUG_HEIGHT_FRACTION`` of the rim height, ``squeeze_m`` inside the wall (negative: outside)."""
+    height = HUG_HEIGHT_FRACTION * rim.height_m
+    band = points_W[np.abs(points_W[:, 2] - height) < 0.03]
+    c = np.asarray(rim.center_W)[:2]
+    # The wall's outer radius at that height: the seen points farthest from the axis (walls may taper).
+    radius = float(np.percentile(np.linalg.norm(band[:, :2] - c, axis=1), 95)) if len(band) >= 10 \
+        else rim.outer_radius_m
+    goals = {}
+    for side, d in _side_directions(rim, X_WB).items():
+        z = -d  # approach: toward the axis
+        y = np.array([0.0, 0.0, 1.0])  # fingers stacked vertically
+        X = np.eye(4)
+        X[:3, :3] = np.stack([np.cross(y, z), y, z], axis=1)
+        X[:3, 3] = [c[0] + (radius - squeeze_m) * d[0], c[1] + (radius - squeeze_m) * d[1], height]
+        goals[side] = X
+    return goals
+
+
+class PlanBucketHold(Skill):
+    """Plan the hold chosen by the rim test: goals for both tool centres and one whole-body IK solve each for
+    the hold and its pregrasp (two goals at once, papers/002 Sec. 2.4)."""
+
+    def __init__(self, name, tools, kind: str):
+        super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W"),
+                         writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
+        self.kind = kind
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        rim = self.bb.rim
+        if rim is None:
+            return self.fail("no rim estimate")
+        if self.kind == "rim":
+            goals = rim_hold_poses(rim, obs.X_WB)
+            pre_goals = {s: _shifted(X, [0, 0, RIM_PREGRASP_HEIGHT_M]) for s, X in goals.items()}
+        else:
+            goals = hug_hold_poses(rim, self.bb.bucket_points_W, obs.X_WB, HUG_SQUEEZE_M)
+            pre_goals = hug_hold_poses(rim, self.bb.bucket_points_W, obs.X_WB, -HUG_PREGRASP_OUT_M)
+        ik = self.tools.ik
+        grasp = ik.solve(obs.qpos, goals, weights=HOLD_IK_WEIGHTS)
+        if not grasp.success:
+            return self.fail(f"IK failed for the {self.kind} hold: {grasp.message}")
+        pre = ik.solve(grasp.q, pre_goals, weights=HOLD_IK_WEIGHTS, fixed_joints=self.tools.model.base_joint_names)
+        if not pre.success:
+            pre = ik.solve(grasp.q, pre_goals, weights=HOLD_IK_WEIGHTS)
+        if not pre.success:
+            return self.fail(f"IK failed for the {self.kind} pregrasp: {pre.message}")
+        self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
+        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = pre.q, pre_goals
+        # Fingers pre-shaped around the rim on the way (closing then takes a few steps); closed for a hug.
+        self.bb.preshape_opening_m = (min(rim.thickness_m + PRESHAPE_MARGIN_M, self.tools.model.gripper_max_opening_m)
+                                      if self.kind == "rim" else None)
+        self.feedback_message = f"{self.kind} hold planned, rim at {rim.height_m:.2f} m"
+        return Status.SUCCESS
+
+
+def _shifted(X: np.ndarray, d) -> np.ndarray:
+    X = X.copy()
+    X[:3, 3] += d
+    return X
+
+
+class PlanCarry(Skill):
+    """The three base moves of the carry: lift (torso up until the bottom clears the platform), carry (the
+    bucket's axis over the target) and lower (the bottom just above the platform). Remembers the rim height
+    and the torso height for the "bucket follows?" check."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W", "platform_top_z_m",
+                                             "target_xy_W"),
+                         writes=("lift_offset_W", "carry_offset_W", "lower_offset_W", "rim_z_at_grasp_m",
+                                 "torso_at_grasp_m"))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        rim = self.bb.rim
+        if rim is None or self.bb.bucket_points_W is None:
+            return self.fail("no bucket estimate")
+        platform_z = self.bb.platform_top_z_m
+        if platform_z is None:
+            return self.fail("platform not seen")
+        bottom_z = float(np.percentile(self.bb.bucket_points_W[:, 2], 1))
+        lift = max(platform_z + LIFT_CLEARANCE_M - bottom_z, 0.0)
+        carry = np.asarray(self.bb.target_xy_W, dtype=float) - np.asarray(rim.center_W)[:2]
+        lower = (platform_z + SET_DOWN_HEIGHT_M) - (bottom_z + lift)
+        self.bb.lift_offset_W = np.array([0.0, 0.0, lift])
+        self.bb.carry_offset_W = np.array([carry[0], carry[1], 0.0])
+        self.bb.lower_offset_W = np.array([0.0, 0.0, lower])
+        height = self.tools.base_index[3]
+        self.bb.rim_z_at_grasp_m, self.bb.torso_at_grasp_m = float(rim.height_m), float(obs.qpos[height])
+        self.feedback_message = (f"lift {100 * lift:.0f} cm, carry {100 * np.linalg.norm(carry):.0f} cm, "
+                                 f"platform top {platform_z:.2f} m")
+        return Status.SUCCESS
+
+
+class BucketFollows(Skill):
+    """Check while carrying: the rim rises with the torso (the hold has not slipped), the bucket stays
+    upright (its rim's axis), and no ball points are seen outside the bucket. RUNNING while all hold."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "rim", "rim_z_at_grasp_m", "torso_at_grasp_m",
+                                             "ball_points_W"))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        rim = self.bb.rim
+        if rim is None or self.bb.rim_z_at_grasp_m is None:
+            return Status.RUNNING
+        risen = obs.qpos[self.tools.base_index[3]] - self.bb.torso_at_grasp_m
+        error = float(rim.height_m - self.bb.rim_z_at_grasp_m - risen)
+        tilt = math.acos(min(1.0, abs(float(np.asarray(rim.axis_W)[2]))))
+        self.feedback_message = f"rim {100 * error:+.1f} cm off the hands, tilt {math.degrees(tilt):.0f} deg"
+        if error < -MAX_FOLLOW_ERROR_M:
+            return self.fail(f"bucket slipped: {self.feedback_message}")
+        if tilt > MAX_TILT_RAD:
+            return self.fail(f"bucket tilted: {self.feedback_message}")
+        ball = self.bb.ball_points_W
+        if ball is not None and len(ball) >= 5:
+            center = np.median(ball, axis=0)
+            off_axis = float(np.linalg.norm(center[:2] - np.asarray(rim.center_W)[:2]))
+            if off_axis > rim.outer_radius_m + BALL_MARGIN_M or center[2] > rim.height_m + BALL_MARGIN_M:
+                return self.fail(f"ball lost: seen {100 * off_axis:.0f} cm from the bucket's axis")
+        return Status.RUNNING
+
+
+class RimInGrippers(Skill):
+    """Check while carrying by the rim: neither gripper closed on air. RUNNING (SUCCESS-less) for the hug."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "hold"))
+
+    def update(self):
+        if self.bb.hold != "rim":
+            return Status.RUNNING
+        obs: Observation = self.bb.observation
+        empty = [s for s in self.tools.sides if finger_gap_m(self.tools, obs, s) < EMPTY_GRIPPER_GAP_M]
+        if empty:
+            return self.fail(f"rim slipped out of the {' and '.join(empty)} gripper")
+        return Status.RUNNING

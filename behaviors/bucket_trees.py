@@ -1,0 +1,96 @@
+"""The MoveBucket behavior tree (papers/002 Fig. 13: test the rim's thickness; pinch the rim with both grippers
+or hug the bucket between both arms; lift with the torso; carry onto the platform; set down; let go).
+
+    move bucket (Sequence)
+    ├── perceive bucket                          every other tick: rim (z-slices), ball points, platform top
+    └── task (Sequence, memory)
+        ├── hold and carry (Retry x3)
+        │   └── attempt (Sequence, memory)
+        │       ├── recover                      after a failure: open both grippers, back off, re-plan
+        │       ├── hold (Selector)
+        │       │   ├── pinch rim (Sequence)
+        │       │   │   ├── rim thin enough?     condition: the rim fits between the fingers
+        │       │   │   ├── plan rim hold        dual-goal IK: both grippers on the rim, left and right
+        │       │   │   ├── reach above rim, lower onto rim, close grippers
+        │       │   │   └── rim held?            check: neither gripper closed on air
+        │       │   └── hug (Sequence)
+        │       │       ├── plan hug             closed hands on the walls' left and right, pressing in
+        │       │       ├── reach beside bucket
+        │       │       └── hug walls            held short by the wall: the arms squeeze it
+        │       ├── plan carry                   lift, carry and lower moves from the rim and the platform
+        │       └── carry (Parallel)
+        │           ├── lift, carry, lower       the base and torso move, the arms hold
+        │           ├── bucket follows?          check: rim rises with the torso, upright, ball inside
+        │           └── rim in grippers?         check (rim hold): no gripper closed on air
+        ├── let go                               open both grippers, raise the torso, back off
+        └── hold still
+"""
+
+from __future__ import annotations
+
+import py_trees
+from py_trees.common import ParallelPolicy
+
+from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
+from .bucket_nodes import (
+    HUG_SQUEEZE_M,
+    BucketFollows,
+    PerceiveBucket,
+    PlanBucketHold,
+    PlanCarry,
+    RimInGrippers,
+    RimIsThin,
+)
+from .common import HoldStill, OperateGripper, StepTimeout, Tools
+
+MAX_ATTEMPTS = 3
+BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "ball_points_W": None,
+                     "platform_top_z_m": None, "hold": None, "rim_z_at_grasp_m": None, "torso_at_grasp_m": None,
+                     "lift_offset_W": None, "carry_offset_W": None, "lower_offset_W": None, "preshape_opening_m": None}
+
+
+def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
+    """The MoveBucket tree, with its failure checks and recovery."""
+    pinch = py_trees.composites.Sequence("pinch rim", memory=True, children=[
+        RimIsThin("rim thin enough?", tools),
+        PlanBucketHold("plan rim hold", tools, "rim"),
+        StepTimeout("above rim in time?", MoveBothArms("reach above rim", tools, "q_pregrasp", "X_WG_pregrasp",
+                                                       position_tolerance_m=0.03, angle_tolerance_rad=0.15,
+                                                       gripper_key="preshape_opening_m"), 250, tools),
+        StepTimeout("lowered in time?", MoveBothArms("lower onto rim", tools, "q_grasp", "X_WG_grasp",
+                                                     position_tolerance_m=0.012, speed_fraction=0.8,
+                                                     gripper_key="preshape_opening_m"), 100, tools),
+        OperateGripper("close grippers", tools, "close", max_steps=15),
+        GrippersHolding("rim held?", tools),
+    ])
+    hug = py_trees.composites.Sequence("hug", memory=True, children=[
+        PlanBucketHold("plan hug", tools, "hug"),
+        StepTimeout("beside bucket in time?", MoveBothArms("reach beside bucket", tools, "q_pregrasp", "X_WG_pregrasp",
+                                                           position_tolerance_m=0.03, angle_tolerance_rad=0.15,
+                                                           gripper="close"), 250, tools),
+        StepTimeout("hugged in time?", MoveBothArms("hug walls", tools, "q_grasp", "X_WG_grasp",
+                                                    position_tolerance_m=0.01, accept_stall_m=HUG_SQUEEZE_M + 0.04,
+                                                    speed_fraction=0.4, gripper="close"), 120, tools),
+    ])
+    carry_moves = py_trees.composites.Sequence("lift, carry, lower", memory=True, children=[
+        StepTimeout("lifted in time?", MoveBaseHolding("lift", tools, "lift_offset_W"), 150, tools),
+        StepTimeout("carried in time?", MoveBaseHolding("carry to platform", tools, "carry_offset_W"), 400, tools),
+        StepTimeout("lowered onto platform in time?", MoveBaseHolding("lower", tools, "lower_offset_W"), 150, tools),
+    ])
+    carry = py_trees.composites.Parallel(
+        "carry", policy=ParallelPolicy.SuccessOnSelected(children=[carry_moves]),
+        children=[carry_moves, BucketFollows("bucket follows?", tools), RimInGrippers("rim in grippers?", tools)],
+    )
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
+        ReleaseAndBackOff("recover", tools, reset_keys=("rim_z_at_grasp_m", "hold")),
+        py_trees.composites.Selector("hold", memory=True, children=[pinch, hug]),
+        PlanCarry("plan carry", tools),
+        carry,
+    ])
+    task = py_trees.composites.Sequence("task", memory=True, children=[
+        py_trees.decorators.Retry("hold and carry", attempt, MAX_ATTEMPTS),
+        ReleaseAndBackOff("let go", tools, only_on_retry=False, back_m=0.25, raise_m=0.08),
+        HoldStill("hold still", tools, gripper="open"),
+    ])
+    return py_trees.composites.Sequence("move bucket", memory=False, children=[PerceiveBucket("perceive bucket", tools),
+                                                                              task])

@@ -1,0 +1,234 @@
+"""Nodes of the PushChair tree: chair perception, the two-handed hold on the backrest, pushing the chair's
+estimated centre to the target, the nudging loop, and the checks.
+
+Blackboard keys (besides the common ones):
+    target_xy_W      [2] where the chair must go (the ManiSkill1 protocol puts it at the world origin)
+    chair_center_W   [3] latest chair-centre estimate (papers/002 Fig. 10), or None
+    backrest         the latest backrest estimate (handleit.perception.chair_center.Backrest), or None
+    q_pregrasp / X_WG_pregrasp / q_grasp / X_WG_grasp: the hold's joint targets and tool-centre goals
+                     (X_WG_* are dicts side -> 4x4)
+    push_offset_W    [3] base move that brings the estimated centre onto the target
+    backrest_top_z_m backrest top height when the hold closed (the tipping check's reference)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from py_trees.common import Status
+
+from handleit.perception.chair_center import estimate_chair_center
+from handleit.types import Observation
+
+from .bimanual_nodes import EMPTY_GRIPPER_GAP_M, finger_gap_m
+from .common import Skill
+
+MIN_CHAIR_POINTS = 200  # fewer chair points than this give no reliable estimate
+PERCEIVE_EVERY_STEPS = 2  # the estimates cost a few ms; the chair barely moves in 20 ms
+PRESHAPE_MARGIN_M = 0.03  # fingers opened this much wider than the backrest on the way down
+HOLD_DEPTH_M = 0.02  # finger pads centred this far below the backrest's top edge (pads span +-9 mm)
+HOLD_INSET_M = 0.07  # grippers this far in from the backrest's side edges
+MIN_HOLD_SEPARATION_M = 0.2  # two Panda hands side by side need about this much
+PREGRASP_HEIGHT_M = 0.15  # above the grasp: the arms swing in from the robot's sides above the backrest
+CENTERED_TOLERANCE_M = 0.05  # nudge until the estimate is this close (success needs 0.15 m)
+MAX_NUDGE_M = 0.35  # a nudge moves the base at most this far (a wild estimate must not fling the chair)
+TIPPING_DROP_M = 0.06  # the backrest top moving this far up or down means the chair is tipping
+# The robot's base (its torso box reaches 0.15 m ahead of the base origin) stays out of a disc this wide around
+# the estimated chair centre: the star base and its casters reach ~0.37 m out, and a nudge rolls the chair.
+CHAIR_KEEP_OUT_M = 0.55
+# The torso is the slowest joint (0.5 m/s); reaching up and down with the arms is cheaper.
+HOLD_IK_WEIGHTS = {"base_height": 20.0}
+
+
+class PerceiveChair(Skill):
+    """Every other tick: the chair's points (target mask, minus the robot) -> centre and backrest estimates.
+    Always SUCCESS (estimates stay None until enough of the chair is seen)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "tick"), writes=("chair_center_W", "backrest"))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.bb.tick % PERCEIVE_EVERY_STEPS:
+            return Status.SUCCESS
+        points = obs.points[obs.masks["target_link"] & ~obs.masks["robot"]]
+        if len(points) < MIN_CHAIR_POINTS:
+            self.feedback_message = f"only {len(points)} chair points"
+            return Status.SUCCESS
+        try:
+            chair = estimate_chair_center(points)
+            # The swivel axis (what the task measures): casters' circle, else column, else the seat part of the
+            # paper's upper-body box (benchmarks/perception_accuracy.py compares them).
+            self.bb.chair_center_W = np.asarray(chair.swivel_center_W, dtype=float)
+            self.bb.backrest = chair.backrest
+        except ValueError as e:  # too few upper-body points this step: keep the last estimates
+            self.feedback_message = f"no estimate: {e}"
+            return Status.SUCCESS
+        c = self.bb.chair_center_W
+        self.feedback_message = f"{len(points)} points, centre ({c[0]:.2f}, {c[1]:.2f})"
+        return Status.SUCCESS
+
+
+def backrest_hold_poses(backrest, X_WB: np.ndarray, flip: bool = False) -> dict[str, np.ndarray]:
+    """Tool-centre goals (side -> X_WG) that pinch the backrest's top edge with both grippers: pointing down,
+    closing across the panel, one on each half, the left gripper on the robot's left."""
+    w = np.array([*backrest.width_axis_W[:2], 0.0])
+    w /= np.linalg.norm(w)
+    n = np.array([*backrest.normal_W[:2], 0.0])
+    n /= np.linalg.norm(n)
+    half = max(0.5 * backrest.width_m - HOLD_INSET_M, 0.5 * MIN_HOLD_SEPARATION_M)
+    center = np.array([backrest.top_center_W[0], backrest.top_center_W[1], backrest.top_height_m - HOLD_DEPTH_M])
+    left_W = X_WB[:3, 1]
+    a, b = center + half * w, center - half * w
+    points = {"left": a, "right": b} if (a - b) @ left_W > 0 else {"left": b, "right": a}
+    z = np.array([0.0, 0.0, -1.0])
+    y = -n if flip else n
+    R = np.stack([np.cross(y, z), y, z], axis=1)
+    goals = {}
+    for side, p in points.items():
+        X = np.eye(4)
+        X[:3, :3], X[:3, 3] = R, p
+        goals[side] = X
+    return goals
+
+
+def raised(goals: dict[str, np.ndarray], height_m: float) -> dict[str, np.ndarray]:
+    out = {}
+    for side, X in goals.items():
+        X = X.copy()
+        X[2, 3] += height_m
+        out[side] = X
+    return out
+
+
+class PlanBackrestHold(Skill):
+    """Plan the hold: both tool-centre goals on the backrest's top edge, and one whole-body IK solve for the
+    grasp and one for the pregrasp above it (two goals at once, papers/002 Sec. 2.4), the base kept out of
+    the chair's footprint. ``refine``: only the grasp again, from a fresh estimate, once above the backrest
+    (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery."""
+
+    def __init__(self, name, tools, refine: bool = False):
+        super().__init__(name, tools, reads=("observation", "backrest", "chair_center_W", "X_WG_grasp"),
+                         writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
+        self.refine = refine
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        backrest = self.bb.backrest
+        if backrest is None:
+            return self.fail("no backrest estimate")
+        ik = self.tools.ik
+        keep_out = None if self.bb.chair_center_W is None else (self.bb.chair_center_W[:2], CHAIR_KEEP_OUT_M)
+        last = None
+        for flip in (False, True):
+            goals = backrest_hold_poses(backrest, obs.X_WB, flip)
+            if self.refine:  # keep the closing direction chosen by the plan
+                previous = self.bb.X_WG_grasp
+                if previous is not None and goals["left"][:3, 1] @ previous["left"][:3, 1] < 0:
+                    continue
+            grasp = ik.solve(obs.qpos, goals, weights=HOLD_IK_WEIGHTS, base_keep_out=keep_out)
+            if not grasp.success:
+                last = grasp.message
+                continue
+            if self.refine:
+                self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
+                self.feedback_message = f"grasp refined, top {backrest.top_height_m:.2f} m"
+                return Status.SUCCESS
+            above = raised(goals, PREGRASP_HEIGHT_M)
+            pre = ik.solve(grasp.q, above, weights=HOLD_IK_WEIGHTS, fixed_joints=self.tools.model.base_joint_names)
+            if not pre.success:  # the torso may rise too
+                pre = ik.solve(grasp.q, above, weights=HOLD_IK_WEIGHTS, base_keep_out=keep_out)
+            if not pre.success:
+                last = f"pregrasp: {pre.message}"
+                continue
+            self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
+            self.bb.q_pregrasp, self.bb.X_WG_pregrasp = pre.q, above
+            self.bb.preshape_opening_m = min(backrest.thickness_m + PRESHAPE_MARGIN_M,
+                                             self.tools.model.gripper_max_opening_m)
+            self.feedback_message = f"hold planned ({'flipped' if flip else 'facing'}), top {backrest.top_height_m:.2f} m"
+            return Status.SUCCESS
+        return self.fail(f"IK failed: {last}")
+
+
+class PlanPush(Skill):
+    """The base move that carries the estimated chair centre onto the target (papers/002: "moves the base
+    such that the chair center is at the world center"); remembers the backrest height for the tipping check.
+    FAILURE without a centre estimate."""
+
+    def __init__(self, name, tools, max_offset_m: float = math.inf):
+        super().__init__(name, tools, reads=("chair_center_W", "target_xy_W", "backrest"),
+                         writes=("push_offset_W", "backrest_top_z_m"))
+        self.max_offset_m = max_offset_m
+
+    def update(self):
+        center = self.bb.chair_center_W
+        if center is None:
+            return self.fail("no chair centre estimate")
+        offset = np.asarray(self.bb.target_xy_W, dtype=float) - center[:2]
+        distance = float(np.linalg.norm(offset))
+        if distance > self.max_offset_m:
+            offset *= self.max_offset_m / distance
+        self.bb.push_offset_W = np.array([offset[0], offset[1], 0.0])
+        if self.bb.backrest_top_z_m is None and self.bb.backrest is not None:
+            self.bb.backrest_top_z_m = float(self.bb.backrest.top_height_m)
+        self.feedback_message = f"centre {100 * distance:.1f} cm from the target"
+        return Status.SUCCESS
+
+
+class ChairCentered(Skill):
+    """Check: the estimated chair centre is within ``tolerance_m`` of the target. Averaged over the last
+    ``window`` estimates, so that one noisy view does not decide."""
+
+    def __init__(self, name, tools, tolerance_m: float = CENTERED_TOLERANCE_M, window: int = 3):
+        super().__init__(name, tools, reads=("chair_center_W", "target_xy_W"))
+        self.tolerance_m, self.window = tolerance_m, window
+        self.history: list[np.ndarray] = []
+
+    def initialise(self):
+        self.history = []
+
+    def update(self):
+        center = self.bb.chair_center_W
+        if center is None:
+            return self.fail("no chair centre estimate")
+        self.history.append(center[:2].copy())
+        if len(self.history) < self.window:
+            return Status.RUNNING
+        mean = np.mean(self.history[-self.window:], axis=0)
+        distance = float(np.linalg.norm(mean - np.asarray(self.bb.target_xy_W)))
+        self.feedback_message = f"centre {100 * distance:.1f} cm from the target"
+        return Status.SUCCESS if distance < self.tolerance_m else Status.FAILURE
+
+
+class ChairUpright(Skill):
+    """Check, while pushing: the backrest top stays at the height it had when the hold closed. RUNNING while
+    it does, FAILURE (chair tipping) when it moved more than ``max_change_m``."""
+
+    def __init__(self, name, tools, max_change_m: float = TIPPING_DROP_M):
+        super().__init__(name, tools, reads=("backrest", "backrest_top_z_m"))
+        self.max_change_m = max_change_m
+
+    def update(self):
+        backrest, reference = self.bb.backrest, self.bb.backrest_top_z_m
+        if backrest is None or reference is None:
+            return Status.RUNNING
+        change = float(backrest.top_height_m - reference)
+        self.feedback_message = f"backrest top {100 * change:+.1f} cm"
+        if abs(change) > self.max_change_m:
+            return self.fail(f"chair tipping: backrest top moved {100 * change:+.1f} cm")
+        return Status.RUNNING
+
+
+class BackrestInGrippers(Skill):
+    """Check, while pushing: neither gripper has closed on empty air (the backrest slipped out). RUNNING."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation",))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        empty = [s for s in self.tools.sides if finger_gap_m(self.tools, obs, s) < EMPTY_GRIPPER_GAP_M]
+        if empty:
+            return self.fail(f"backrest slipped out of the {' and '.join(empty)} gripper")
+        return Status.RUNNING

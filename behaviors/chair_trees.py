@@ -1,0 +1,89 @@
+"""The PushChair behavior tree (papers/002 Fig. 14: hug, push the chair centre to the target, then nudge).
+
+    push chair (Sequence)
+    ├── perceive chair                           every other tick: chair centre (PCA box) and backrest
+    └── task (Sequence, memory)
+        ├── hold and push (Retry x3)
+        │   └── attempt (Sequence, memory)
+        │       ├── recover                      after a failure: open both grippers, back off, re-plan
+        │       ├── plan hold                    both grippers on the backrest's top edge: dual-goal IK
+        │       ├── reach above backrest         base, torso and both arms together
+        │       ├── refine hold                  the grasp again from a fresh estimate
+        │       ├── lower onto backrest
+        │       ├── close grippers
+        │       ├── hold closed on backrest?     check: neither gripper closed on air
+        │       └── push (Parallel)
+        │           ├── push and nudge (Sequence)
+        │           │   ├── plan push            base offset = target - estimated centre
+        │           │   ├── push to target       the base carries the held chair
+        │           │   └── nudge (Retry x6)     re-estimate; centred? else a correcting base move
+        │           ├── chair tipping?           check: the backrest top keeps its height
+        │           └── backrest in grippers?    check: no gripper closed on air
+        └── hold still                           keep the chair static
+
+The hold pinches the backrest's top edge with both grippers instead of the paper's hug around it: the
+chair then follows the base in every direction (the base is holonomic) and stops when the base stops.
+"""
+
+from __future__ import annotations
+
+import py_trees
+from py_trees.common import ParallelPolicy
+
+from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
+from .chair_nodes import (
+    MAX_NUDGE_M,
+    BackrestInGrippers,
+    ChairCentered,
+    ChairUpright,
+    PerceiveChair,
+    PlanBackrestHold,
+    PlanPush,
+)
+from .common import HoldStill, OperateGripper, StepTimeout, Tools
+
+MAX_ATTEMPTS = 3
+MAX_NUDGES = 6
+CHAIR_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "chair_center_W": None, "backrest": None, "push_offset_W": None,
+                    "backrest_top_z_m": None, "preshape_opening_m": None}
+
+
+def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
+    """The PushChair tree, with its failure checks and recovery."""
+    nudge_once = py_trees.decorators.SuccessIsFailure("then check again", py_trees.composites.Sequence(
+        "nudge", memory=True, children=[
+            PlanPush("plan nudge", tools, max_offset_m=MAX_NUDGE_M),
+            StepTimeout("nudge in time?", MoveBaseHolding("nudge base", tools, "push_offset_W"), 150, tools),
+        ]))
+    centred_or_nudge = py_trees.composites.Selector("centred or nudge", memory=True, children=[
+        ChairCentered("chair centred?", tools), nudge_once])
+    push_and_nudge = py_trees.composites.Sequence("push and nudge", memory=True, children=[
+        PlanPush("plan push", tools),
+        StepTimeout("push in time?", MoveBaseHolding("push to target", tools, "push_offset_W"), 400, tools),
+        py_trees.decorators.Retry("nudge", centred_or_nudge, MAX_NUDGES),
+    ])
+    push = py_trees.composites.Parallel(
+        "push", policy=ParallelPolicy.SuccessOnSelected(children=[push_and_nudge]),
+        children=[push_and_nudge, ChairUpright("chair tipping?", tools), BackrestInGrippers("backrest in grippers?", tools)],
+    )
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
+        ReleaseAndBackOff("recover", tools, reset_keys=("backrest_top_z_m",)),
+        PlanBackrestHold("plan hold", tools),
+        StepTimeout("above backrest in time?", MoveBothArms("reach above backrest", tools, "q_pregrasp",
+                                                            "X_WG_pregrasp", position_tolerance_m=0.03,
+                                                            angle_tolerance_rad=0.15,
+                                                            gripper_key="preshape_opening_m"), 250, tools),
+        PlanBackrestHold("refine hold", tools, refine=True),
+        StepTimeout("lowered in time?", MoveBothArms("lower onto backrest", tools, "q_grasp", "X_WG_grasp",
+                                                     position_tolerance_m=0.012, speed_fraction=0.9,
+                                                     gripper_key="preshape_opening_m"), 100, tools),
+        OperateGripper("close grippers", tools, "close", max_steps=15),
+        GrippersHolding("hold closed on backrest?", tools),
+        push,
+    ])
+    task = py_trees.composites.Sequence("task", memory=True, children=[
+        py_trees.decorators.Retry("hold and push", attempt, MAX_ATTEMPTS),
+        HoldStill("hold still", tools),
+    ])
+    return py_trees.composites.Sequence("push chair", memory=False, children=[PerceiveChair("perceive chair", tools),
+                                                                             task])

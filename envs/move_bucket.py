@@ -1,0 +1,268 @@
+"""MoveBucket (ManiSkill1 challenge; papers/000 Appendix C.6), episode as ManiSkill2's MoveBucket-v1.
+
+A dual-arm mobile Panda must lift a bucket holding a ball onto a platform: success when the ball is still
+in the bucket, the bucket's origin is above the platform (within 0.3 m in xy of its centre), the bucket
+stands (tilted less than 0.1 pi) and is static (slower than 0.1 m/s and 0.2 rad/s). The bucket is named
+only through the point-cloud masks (target_link: all of the bucket; target_handle: its bail handle).
+
+Per episode (ManiSkill2's ranges): a bucket of the split, upright on the floor 0.8-1.2 m from the platform
+at a random bearing theta and yaw, its handle lying down at the lower joint limit, a ball dropped in and
+settled; the robot 0.6-0.8 m from the bucket at bearing theta +- 0.4 pi (on the far side from the
+platform), facing it within +-0.05 pi, arms at rest, torso at 0.5 m. The handle joint's friction and
+damping are drawn per episode (DESIGN: object joint dynamics are randomized): friction U(0.05, 0.15) as
+the cabinets', damping U(0.05, 0.5) N m s/rad, one to two orders of magnitude below a cabinet door's
+(5-20), since a bail handle is light and swings freely (ManiSkill2 keeps the PartNet-Mobility URDF's value).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sapien
+
+from .articulated_object import URDFError, check_urdf
+from .base_env import MobileManipulationEnv, look_at
+from .bucket_generator import BALL_RADIUS_M, bucket_ids, bucket_urdf, sample_bucket
+from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
+
+SPLITS = ("train", "test")
+PLATFORM_HALF_SIZE_M = (0.3, 0.3, 0.1)  # centred on the world origin: its top is at z = 0.1
+PLATFORM_RGBA = (0.8, 0.8, 0.8, 1.0)
+# Bucket and platform as ManiSkill2's MoveBucket (friction 0.5, no restitution); the ball too, where
+# ManiSkill2 leaves the engine default.
+OBJECT_FRICTION = 0.5
+BALL_DENSITY_KG_M3 = 1000.0
+BALL_RGBA = (0.0, 1.0, 1.0, 1.0)
+# PhysX has no rolling resistance: without damping a ball set rolling inside the bucket circles forever.
+BALL_ANGULAR_DAMPING = 2.0  # 1/s
+BALL_DROP_GAP_M = 0.005  # the ball starts this far above the bucket's floor
+SETTLE_TIME_S = 0.25  # physics run inside reset, so that step 0 starts at rest
+
+BUCKET_DISTANCE_RANGE_M = (0.8, 1.2)  # bucket origin to the platform centre
+ROBOT_DISTANCE_RANGE_M = (0.6, 0.8)  # robot base to the bucket origin
+ROBOT_BEARING_NOISE_RAD = 0.4 * np.pi  # around the platform-to-bucket bearing
+ROBOT_YAW_NOISE_RAD = 0.05 * np.pi
+START_TORSO_HEIGHT_M = 0.5
+# Below its arms (which start at z >= 0.79 m with the torso at 0.5 m, above any bucket) the robot is the
+# torso box, 0.3 x 0.2 m: half its diagonal is 0.18 m.
+ROBOT_BODY_RADIUS_M = 0.2
+ROBOT_CLEARANCE_M = 0.05
+HANDLE_FRICTION_RANGE = (0.05, 0.15)
+HANDLE_DAMPING_RANGE = (0.05, 0.5)  # N m s/rad
+
+PLATFORM_RADIUS_M = 0.3  # success: bucket origin within this xy distance of the platform centre
+STANDING_TILT_RAD = 0.1 * np.pi
+STATIC_LIN_MPS, STATIC_ANG_RADPS = 0.1, 0.2
+
+
+def _render_shapes(link) -> list:
+    body = link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
+    return [] if body is None else list(body.render_shapes)
+
+
+class MoveBucketEnv(MobileManipulationEnv):
+    """Lift a bucket with a ball in it onto the platform at the world origin."""
+
+    robot_arms = "dual"
+    # bucket root pose (7), linear and angular velocity (6), handle angle (1), ball position (3), target xy
+    # (2), all in the world frame
+    task_state_dim = 19
+
+    def __init__(self, split: str = "train", model_ids: list[str] | None = None, **kwargs):
+        """``split`` picks bundled buckets; ``model_ids`` restricts them."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+        available = bucket_ids(split)
+        ids = list(model_ids) if model_ids is not None else available
+        unknown = [m for m in ids if m not in available]
+        if unknown or not ids:
+            raise ValueError(f"unknown bucket ids {unknown} for split {split!r}; choose from {available}")
+        self.models: dict[str, Path | None] = {m: None for m in ids}  # URDFs are generated when first used
+        self.split = split
+        self.target_xy = np.zeros(2)
+        super().__init__(**kwargs)
+
+    # ------------------------------------------------------------------------------------------------
+    def _load_objects(self, rng, options):
+        model_id = options.get("model_id")
+        if model_id is None:
+            model_id = sorted(self.models)[int(rng.integers(len(self.models)))]
+        elif model_id not in self.models:
+            raise ValueError(f"unknown model_id {model_id!r}; this env has {sorted(self.models)}")
+        if self.models[model_id] is None:
+            self.models[model_id] = bucket_urdf(model_id)
+        self.model_id = model_id
+        self.bucket_spec = sample_bucket(model_id)
+        material = sapien.physx.PhysxMaterial(OBJECT_FRICTION, OBJECT_FRICTION, 0.0)
+
+        builder = self.scene.create_actor_builder()
+        builder.add_box_collision(half_size=PLATFORM_HALF_SIZE_M, material=material)
+        render_material = sapien.render.RenderMaterial(base_color=PLATFORM_RGBA, roughness=0.9)
+        builder.add_box_visual(half_size=PLATFORM_HALF_SIZE_M, material=render_material)
+        self.platform = builder.build_static(name="target_platform")
+        self.platform.set_pose(sapien.Pose([*self.target_xy, 0.0]))
+
+        self.bucket = self._load_bucket(self.models[model_id], material)
+        self.bucket_link = self.bucket.root
+        self.handle_joint = next(j for j in self.bucket.active_joints if j.name == "handle_joint")
+        self.handle_link = self.handle_joint.child_link
+
+        builder = self.scene.create_actor_builder()
+        builder.add_sphere_collision(radius=BALL_RADIUS_M, material=material, density=BALL_DENSITY_KG_M3)
+        builder.add_sphere_visual(radius=BALL_RADIUS_M, material=sapien.render.RenderMaterial(base_color=BALL_RGBA))
+        self.ball = builder.build(name="ball")
+        self.ball_body = self.ball.find_component_by_type(sapien.physx.PhysxRigidDynamicComponent)
+        self.ball_body.angular_damping = BALL_ANGULAR_DAMPING
+
+        # The bucket body's bounding box in its own frame (ManiSkill2's "ball in bucket" region), and the
+        # radius of the bucket's footprint (handle lying down), both read with the bucket at the origin.
+        self.bucket.set_root_pose(sapien.Pose())
+        self.bucket.set_qpos(np.array([self.handle_joint.limit[0][0]], dtype=np.float32))
+        self.bucket_aabb_B = self.bucket_link.compute_global_aabb_tight()
+        boxes = [link.compute_global_aabb_tight() for link in self.bucket.links]
+        self.footprint_radius_m = float(np.abs(np.concatenate([b[:, :2] for b in boxes])).max())
+
+    def _load_bucket(self, urdf: Path, material) -> sapien.physx.PhysxArticulation:
+        loader = self.scene.create_urdf_loader()
+        loader.fix_root_link = False  # a free body: the robot lifts it
+        bucket = loader.load(str(check_urdf(urdf)))
+        if bucket is None:
+            raise URDFError(f"SAPIEN could not build an articulation from {urdf}")
+        bucket.set_name(self.model_id)
+        for link in bucket.links:
+            for shape in link.collision_shapes:
+                add_ignore_bit(shape, OBJECT_SELF_BIT)  # handle vs body: the joint limit holds the handle
+                shape.set_physical_material(material)
+        return bucket
+
+    def _initialize_episode(self, rng, options):
+        self.handle_joint.set_friction(float(rng.uniform(*HANDLE_FRICTION_RANGE)))
+        self.handle_joint.set_drive_properties(0.0, float(rng.uniform(*HANDLE_DAMPING_RANGE)))
+
+        # Bucket: upright on the floor around the platform, handle lying down.
+        dist = rng.uniform(*BUCKET_DISTANCE_RANGE_M)
+        theta = rng.uniform(-np.pi, np.pi)
+        bucket_xy = self.target_xy + dist * np.array([np.cos(theta), np.sin(theta)])
+        bucket_yaw = rng.uniform(-np.pi, np.pi)
+        X_WB = sapien.Pose([bucket_xy[0], bucket_xy[1], 0.0], [np.cos(bucket_yaw / 2), 0.0, 0.0, np.sin(bucket_yaw / 2)])
+        self.bucket.set_root_pose(X_WB)
+        self.bucket.set_root_linear_velocity(np.zeros(3))
+        self.bucket.set_root_angular_velocity(np.zeros(3))
+        self.bucket.set_qpos(np.array([self.handle_joint.limit[0][0]], dtype=np.float32))
+        self.bucket.set_qvel(np.zeros(1, dtype=np.float32))
+
+        # Ball: on the axis, just above the bucket's floor.
+        p_B_ball = np.array([0.0, 0.0, self.bucket_spec.bottom_thickness_m + BALL_RADIUS_M + BALL_DROP_GAP_M])
+        self.ball.set_pose(sapien.Pose(X_WB.to_transformation_matrix()[:3, :3] @ p_B_ball + X_WB.p))
+
+        # Robot: on the far side of the bucket from the platform, facing the bucket. ManiSkill2's 0.6 m
+        # minimum clears every bundled bucket (footprint <= 0.26 m + body 0.2 m); a larger footprint (a
+        # bucket from elsewhere) pushes the robot back by what is missing.
+        min_dist = ROBOT_BODY_RADIUS_M + self.footprint_radius_m + ROBOT_CLEARANCE_M
+        dist = rng.uniform(*ROBOT_DISTANCE_RANGE_M) + max(0.0, min_dist - ROBOT_DISTANCE_RANGE_M[0])
+        bearing = theta + rng.uniform(-ROBOT_BEARING_NOISE_RAD, ROBOT_BEARING_NOISE_RAD)
+        robot_xy = bucket_xy + dist * np.array([np.cos(bearing), np.sin(bearing)])
+        yaw = bearing - np.pi + rng.uniform(-ROBOT_YAW_NOISE_RAD, ROBOT_YAW_NOISE_RAD)
+        # Wrapped into [-pi, pi): PhysX wraps an unlimited revolute joint there, and a yaw set outside that
+        # range makes the base spin on the first step.
+        yaw = (yaw + np.pi) % (2 * np.pi) - np.pi
+        qpos = self.robot.rest_qpos((robot_xy[0], robot_xy[1], yaw), START_TORSO_HEIGHT_M)
+        self.robot.reset(qpos)
+
+        # Let the ball drop and everything settle, holding the robot; then put the robot back exactly.
+        self.controller.reset()
+        for _ in range(round(SETTLE_TIME_S * self.sim_freq)):
+            self.scene.step()
+        self.robot.reset(qpos)
+        self._root_pq = self._root_pq_before = self._read_root_pq()
+
+    # ------------------------------------------------------------------------------------------------
+    def _read_root_pq(self) -> tuple[np.ndarray, np.ndarray]:
+        pose = self.bucket_link.entity_pose
+        return pose.p, pose.q
+
+    def _after_step(self):
+        self._root_pq_before, self._root_pq = self._root_pq, self._read_root_pq()
+
+    def _root_speeds(self) -> tuple[float, float]:
+        """Linear [m/s] and angular [rad/s] speed of the bucket over the last control step (finite
+        differences, as ManiSkill: robust to solver jitter); its instantaneous velocity right after reset."""
+        if self.elapsed_steps == 0:
+            v, w = self.bucket_link.linear_velocity, self.bucket_link.angular_velocity
+            return math.sqrt(v @ v), math.sqrt(w @ w)
+        (p0, q0), (p1, q1) = self._root_pq_before, self._root_pq
+        dp = p1 - p0
+        # The rotation between two unit quaternions q0, q1 has angle 2 acos(|<q0, q1>|).
+        angle = 2.0 * math.acos(min(1.0, abs(float(q0 @ q1))))
+        return math.sqrt(dp @ dp) * self.control_freq, angle * self.control_freq
+
+    def handle_angle(self) -> float:
+        """Handle joint angle [rad]: 0 upright, positive tipped toward the bucket's +x."""
+        return float(self.bucket.get_qpos()[0])
+
+    def evaluate(self) -> dict[str, Any]:
+        X_WB = self.bucket_link.entity_pose
+        p_B_ball = X_WB.inv() * self.ball.pose
+        lo, hi = self.bucket_aabb_B
+        in_bucket = bool(np.all((p_B_ball.p > lo) & (p_B_ball.p < hi)))
+        axis_W = X_WB.to_transformation_matrix()[:3, 2]
+        tilt = math.acos(float(np.clip(axis_W[2], -1.0, 1.0)))
+        dist = float(np.linalg.norm(X_WB.p[:2] - self.target_xy))
+        lin, ang = self._root_speeds()
+        flags = {
+            "balls_in_bucket": in_bucket,
+            "bucket_above_platform": dist < PLATFORM_RADIUS_M,
+            "bucket_standing": tilt < STANDING_TILT_RAD,
+            "bucket_static": lin < STATIC_LIN_MPS and ang < STATIC_ANG_RADPS,
+        }
+        return {
+            "success": all(flags.values()),
+            **flags,
+            "dist_bucket_to_target": dist,
+            "bucket_tilt": tilt,
+            "bucket_height_m": float(X_WB.p[2]),  # world z of the bucket's origin (underside centre)
+            "bucket_speed_mps": lin,
+            "bucket_angular_speed_radps": ang,
+            "handle_angle_rad": self.handle_angle(),
+            "model_id": self.model_id,
+        }
+
+    # ------------------------------------------------------------------------------------------------
+    def _labelled_shape_ids(self):
+        bucket = [s.per_scene_id for link in self.bucket.links for s in _render_shapes(link)]
+        handle = [s.per_scene_id for s in _render_shapes(self.handle_link) if "handle" in s.name]
+        return {"target_handle": np.array(handle, dtype=np.int64), "target_link": np.array(bucket, dtype=np.int64)}
+
+    def bucket_geometry(self) -> dict[str, Any]:
+        """Ground truth rim and ball in the world (for benchmarks and tests only, never inside a solver).
+
+        The rim is the flat top of the wall, ``rim_thickness_m`` thick horizontally, ``rim_outer_radius_m``
+        from the bucket's axis; ``rim_center_W`` is where the axis meets the rim plane.
+        """
+        X_WB = self.bucket_link.entity_pose.to_transformation_matrix()
+        rim_center_W = X_WB[:3, :3] @ np.array([0.0, 0.0, self.bucket_spec.height_m]) + X_WB[:3, 3]
+        return {
+            "rim_height_W_m": float(rim_center_W[2]),
+            "rim_thickness_m": self.bucket_spec.wall_thickness_m,
+            "rim_is_thin": self.bucket_spec.rim_is_thin,
+            "rim_outer_radius_m": self.bucket_spec.top_radius_m,
+            "rim_inner_radius_m": self.bucket_spec.top_radius_m - self.bucket_spec.wall_thickness_m,
+            "rim_center_W": rim_center_W,
+            "axis_W": X_WB[:3, 2].copy(),
+            "ball_W": np.asarray(self.ball.pose.p, dtype=np.float64),
+        }
+
+    def _task_state(self):
+        pose = self.bucket_link.entity_pose
+        return np.concatenate(
+            [pose.p, pose.q, self.bucket_link.linear_velocity, self.bucket_link.angular_velocity,
+             [self.handle_angle()], self.ball.pose.p, self.target_xy]
+        ).astype(np.float32)
+
+    def _render_camera_pose(self):
+        # Nearly top-down, as ManiSkill2's: the platform at the origin, the bucket up to 1.2 m from it and the
+        # robot up to 0.8 m beyond, on any side, all stay in view.
+        return look_at(eye=[0.0, -1.0, 5.5], target=[0.0, 0.0, 0.0])
