@@ -13,6 +13,7 @@ episode bit for bit.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -294,6 +295,38 @@ class MobileManipulationEnv(gym.Env):
         self.scene = None
         self.robot = None
         self._episode_started = False
+
+
+class LinkSpeedMeter:
+    """Linear [m/s] and angular [rad/s] speed of a link over the last control step, from finite differences
+    of its pose (as ManiSkill: robust to solver jitter), and its instantaneous velocity before the first
+    step. ``start()`` after the episode is set up, ``update()`` after each control step."""
+
+    def __init__(self, link, control_freq: float):
+        self.link, self.control_freq = link, control_freq
+        self.steps = 0
+
+    def _read(self) -> tuple[np.ndarray, np.ndarray]:
+        pose = self.link.entity_pose
+        return pose.p, pose.q
+
+    def start(self) -> None:
+        self._now = self._before = self._read()
+        self.steps = 0
+
+    def update(self) -> None:
+        self._before, self._now = self._now, self._read()
+        self.steps += 1
+
+    def speeds(self) -> tuple[float, float]:
+        if self.steps == 0:
+            v, w = self.link.linear_velocity, self.link.angular_velocity
+            return math.sqrt(v @ v), math.sqrt(w @ w)
+        (p0, q0), (p1, q1) = self._before, self._now
+        dp = p1 - p0
+        # The rotation between two unit quaternions q0, q1 has angle 2 acos(|<q0, q1>|).
+        angle = 2.0 * math.acos(min(1.0, abs(float(q0 @ q1))))
+        return math.sqrt(dp @ dp) * self.control_freq, angle * self.control_freq
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> sapien.Pose:

@@ -24,7 +24,7 @@ import numpy as np
 import sapien
 
 from .articulated_object import URDFError, check_urdf
-from .base_env import MobileManipulationEnv, look_at
+from .base_env import LinkSpeedMeter, MobileManipulationEnv, look_at
 from .bucket_generator import BALL_RADIUS_M, bucket_ids, bucket_urdf, sample_bucket
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
 
@@ -177,27 +177,12 @@ class MoveBucketEnv(MobileManipulationEnv):
         for _ in range(round(SETTLE_TIME_S * self.sim_freq)):
             self.scene.step()
         self.robot.reset(qpos)
-        self._root_pq = self._root_pq_before = self._read_root_pq()
+        self._speed_meter = LinkSpeedMeter(self.bucket_link, self.control_freq)
+        self._speed_meter.start()
 
     # ------------------------------------------------------------------------------------------------
-    def _read_root_pq(self) -> tuple[np.ndarray, np.ndarray]:
-        pose = self.bucket_link.entity_pose
-        return pose.p, pose.q
-
     def _after_step(self):
-        self._root_pq_before, self._root_pq = self._root_pq, self._read_root_pq()
-
-    def _root_speeds(self) -> tuple[float, float]:
-        """Linear [m/s] and angular [rad/s] speed of the bucket over the last control step (finite
-        differences, as ManiSkill: robust to solver jitter); its instantaneous velocity right after reset."""
-        if self.elapsed_steps == 0:
-            v, w = self.bucket_link.linear_velocity, self.bucket_link.angular_velocity
-            return math.sqrt(v @ v), math.sqrt(w @ w)
-        (p0, q0), (p1, q1) = self._root_pq_before, self._root_pq
-        dp = p1 - p0
-        # The rotation between two unit quaternions q0, q1 has angle 2 acos(|<q0, q1>|).
-        angle = 2.0 * math.acos(min(1.0, abs(float(q0 @ q1))))
-        return math.sqrt(dp @ dp) * self.control_freq, angle * self.control_freq
+        self._speed_meter.update()
 
     def handle_angle(self) -> float:
         """Handle joint angle [rad]: 0 upright, positive tipped toward the bucket's +x."""
@@ -211,7 +196,7 @@ class MoveBucketEnv(MobileManipulationEnv):
         axis_W = X_WB.to_transformation_matrix()[:3, 2]
         tilt = math.acos(float(np.clip(axis_W[2], -1.0, 1.0)))
         dist = float(np.linalg.norm(X_WB.p[:2] - self.target_xy))
-        lin, ang = self._root_speeds()
+        lin, ang = self._speed_meter.speeds()
         flags = {
             "balls_in_bucket": in_bucket,
             "bucket_above_platform": dist < PLATFORM_RADIUS_M,

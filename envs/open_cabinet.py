@@ -9,7 +9,6 @@ damping U(5, 20) on all the cabinet's joints, the robot 1.6-1.8 m from the cabin
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 import sapien
 
 from .articulated_object import MovablePart, check_urdf, load_articulated_object, select_target
-from .base_env import MobileManipulationEnv, look_at
+from .base_env import LinkSpeedMeter, MobileManipulationEnv, look_at
 from .cabinet_generator import cabinet_ids, cabinet_urdf
 
 SPLITS = ("train", "test")
@@ -131,28 +130,12 @@ class OpenCabinetEnv(MobileManipulationEnv):
         xy = dist * np.array([np.cos(bearing), np.sin(bearing)])
         yaw = bearing - np.pi + rng.uniform(-ROBOT_YAW_NOISE_RAD, ROBOT_YAW_NOISE_RAD)
         self.robot.reset(self.robot.rest_qpos((xy[0], xy[1], yaw)))
-        self._link_pq = self._link_pq_before = self._read_link_pq()
+        self._speed_meter = LinkSpeedMeter(self.target.link, self.control_freq)
+        self._speed_meter.start()
 
     # ------------------------------------------------------------------------------------------------
-    def _read_link_pq(self) -> tuple[np.ndarray, np.ndarray]:
-        pose = self.target.link.entity_pose
-        return pose.p, pose.q
-
     def _after_step(self):
-        self._link_pq_before, self._link_pq = self._link_pq, self._read_link_pq()
-
-    def _link_speeds(self) -> tuple[float, float]:
-        """Linear [m/s] and angular [rad/s] speed of the target link over the last control step (finite
-        differences, as ManiSkill: robust to solver jitter); its instantaneous velocity right after reset."""
-        link = self.target.link
-        if self.elapsed_steps == 0:
-            v, w = link.linear_velocity, link.angular_velocity
-            return math.sqrt(v @ v), math.sqrt(w @ w)
-        (p0, q0), (p1, q1) = self._link_pq_before, self._link_pq
-        dp = p1 - p0
-        # The rotation between two unit quaternions q0, q1 has angle 2 acos(|<q0, q1>|).
-        angle = 2.0 * math.acos(min(1.0, abs(float(q0 @ q1))))
-        return math.sqrt(dp @ dp) * self.control_freq, angle * self.control_freq
+        self._speed_meter.update()
 
     def open_fraction(self) -> float:
         q = float(self.cabinet.get_qpos()[self.target.joint_index])
@@ -161,7 +144,7 @@ class OpenCabinetEnv(MobileManipulationEnv):
 
     def evaluate(self) -> dict[str, Any]:
         fraction = self.open_fraction()
-        lin, ang = self._link_speeds()
+        lin, ang = self._speed_meter.speeds()
         open_enough = fraction >= OPEN_FRACTION
         static = lin <= STATIC_LIN_MPS and ang <= STATIC_ANG_RADPS
         return {

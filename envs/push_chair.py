@@ -26,7 +26,7 @@ import numpy as np
 import sapien
 
 from .articulated_object import URDFError, check_urdf
-from .base_env import MobileManipulationEnv, look_at
+from .base_env import LinkSpeedMeter, MobileManipulationEnv, look_at
 from .chair_generator import (
     CASTER_DAMPING_RANGE,
     CASTER_FRICTION_RANGE,
@@ -206,7 +206,8 @@ class PushChairEnv(MobileManipulationEnv):
         self.chair.set_qvel(np.zeros(self.chair.dof, dtype=np.float32))
         self.chair.set_root_linear_velocity(np.zeros(3, dtype=np.float32))
         self.chair.set_root_angular_velocity(np.zeros(3, dtype=np.float32))
-        self._root_pq = self._root_pq_before = self._read_root_pq()
+        self._speed_meter = LinkSpeedMeter(self.root_link, self.control_freq)
+        self._speed_meter.start()
 
     def _sample_robot_pose(self, rng: np.random.Generator, chair_xy: np.ndarray) -> tuple[float, float, float]:
         """Base x, y, yaw behind the chair, facing it (ManiSkill2 PushChair-v1), clear of the chair."""
@@ -250,24 +251,8 @@ class PushChairEnv(MobileManipulationEnv):
         return self._robot_boxes_B
 
     # ------------------------------------------------------------------------------------------------
-    def _read_root_pq(self) -> tuple[np.ndarray, np.ndarray]:
-        pose = self.root_link.entity_pose
-        return pose.p, pose.q
-
     def _after_step(self):
-        self._root_pq_before, self._root_pq = self._root_pq, self._read_root_pq()
-
-    def _root_speeds(self) -> tuple[float, float]:
-        """Linear [m/s] and angular [rad/s] speed of the chair's root link over the last control step (finite
-        differences, as ManiSkill: robust to solver jitter); its instantaneous velocity right after reset."""
-        if self.elapsed_steps == 0:
-            v, w = self.root_link.linear_velocity, self.root_link.angular_velocity
-            return math.sqrt(v @ v), math.sqrt(w @ w)
-        (p0, q0), (p1, q1) = self._root_pq_before, self._root_pq
-        dp = p1 - p0
-        # The rotation between two unit quaternions q0, q1 has angle 2 acos(|<q0, q1>|).
-        angle = 2.0 * math.acos(min(1.0, abs(float(q0 @ q1))))
-        return math.sqrt(dp @ dp) * self.control_freq, angle * self.control_freq
+        self._speed_meter.update()
 
     def chair_tilt_rad(self) -> float:
         """Angle between the chair's root z axis and the world's up (ground truth)."""
@@ -277,7 +262,7 @@ class PushChairEnv(MobileManipulationEnv):
     def evaluate(self) -> dict[str, Any]:
         dist = float(np.linalg.norm(self.chair_center_W()[:2] - np.asarray(TARGET_XY_M)))
         tilt = self.chair_tilt_rad()
-        lin, ang = self._root_speeds()
+        lin, ang = self._speed_meter.speeds()
         close = dist < TARGET_RADIUS_M
         standing = tilt < STANDING_TILT_RAD
         static = lin < STATIC_LIN_MPS and ang < STATIC_ANG_RADPS

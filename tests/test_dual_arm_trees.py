@@ -1,0 +1,132 @@
+"""The dual-arm trees (PushChair, MoveBucket): the hold poses they plan (pure numpy), the two-goal IK on
+them, the printed trees with their failure checks, and whole episodes through the robot interface."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import handleit.envs
+from handleit.behaviors import make_tree_solver
+from handleit.behaviors.bucket_nodes import RIM_PAD_DEPTH_M, hug_hold_poses, rim_hold_poses
+from handleit.behaviors.chair_nodes import HOLD_DEPTH_M, MIN_HOLD_SEPARATION_M, backrest_hold_poses
+from handleit.behaviors.tree_solver import whole_body_ik
+from handleit.sim_robot import SimRobot
+
+
+def _X_WB(x=0.0, y=0.0, yaw=0.0) -> np.ndarray:
+    X = np.eye(4)
+    c, s = math.cos(yaw), math.sin(yaw)
+    X[:2, :2] = [[c, -s], [s, c]]
+    X[:2, 3] = x, y
+    return X
+
+
+def _backrest(yaw: float, center=(0.8, 0.0), top=0.95, width=0.45):
+    forward = np.array([math.cos(yaw), math.sin(yaw), 0.0])
+    return SimpleNamespace(top_center_W=np.array([*center, top]), top_height_m=top, normal_W=forward,
+                           width_axis_W=np.array([-forward[1], forward[0], 0.0]), width_m=width, thickness_m=0.04)
+
+
+def _rim(center=(0.8, 0.0), height=0.3, outer=0.18, inner=0.17):
+    return SimpleNamespace(center_W=np.array([*center, height]), height_m=height, outer_radius_m=outer,
+                           inner_radius_m=inner, thickness_m=outer - inner, axis_W=np.array([0.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("chair_yaw", [0.0, 0.5, -1.2])
+def test_backrest_hold_pinches_the_top_edge_left_hand_left(chair_yaw):
+    X_WB = _X_WB(yaw=0.1)
+    backrest = _backrest(chair_yaw)
+    goals = backrest_hold_poses(backrest, X_WB)
+    left_W = X_WB[:3, 1]
+    assert (goals["left"][:3, 3] - goals["right"][:3, 3]) @ left_W > 0
+    assert np.linalg.norm(goals["left"][:3, 3] - goals["right"][:3, 3]) >= MIN_HOLD_SEPARATION_M - 1e-9
+    for X in goals.values():
+        np.testing.assert_allclose(X[:3, 2], [0, 0, -1], atol=1e-9)  # pointing down
+        assert abs(X[:3, 1] @ backrest.normal_W) == pytest.approx(1.0)  # closing across the panel
+        assert X[2, 3] == pytest.approx(backrest.top_height_m - HOLD_DEPTH_M)
+        assert np.linalg.det(X[:3, :3]) == pytest.approx(1.0)
+        # on the panel's top edge line
+        offset = X[:3, 3] - backrest.top_center_W
+        assert abs(offset[:2] @ backrest.normal_W[:2]) < 1e-9
+
+
+def test_rim_hold_is_on_the_sides_closing_radially():
+    X_WB = _X_WB()
+    rim = _rim()
+    goals = rim_hold_poses(rim, X_WB)
+    for side, sign in (("left", 1.0), ("right", -1.0)):
+        X = goals[side]
+        radial = X[:3, 3] - rim.center_W
+        radial[2] = 0.0
+        assert np.linalg.norm(radial) == pytest.approx(0.5 * (rim.outer_radius_m + rim.inner_radius_m))
+        assert sign * radial[1] > 0  # on the robot's left / right
+        assert abs(X[:3, 1] @ radial / np.linalg.norm(radial)) == pytest.approx(1.0)
+        assert X[2, 3] == pytest.approx(rim.height_m - RIM_PAD_DEPTH_M)
+
+
+def test_hug_goals_press_into_the_walls_from_both_sides():
+    rim = _rim(outer=0.2, inner=0.1)
+    angles = np.linspace(0, 2 * np.pi, 200, endpoint=False)
+    heights = np.linspace(0.0, 0.3, 31)
+    wall = np.array([[0.8 + 0.2 * math.cos(a), 0.2 * math.sin(a), z] for a in angles for z in heights])
+    squeeze = hug_hold_poses(rim, wall, _X_WB(), squeeze_m=0.05)
+    outside = hug_hold_poses(rim, wall, _X_WB(), squeeze_m=-0.1)
+    for side in ("left", "right"):
+        r_in = np.linalg.norm(squeeze[side][:2, 3] - rim.center_W[:2])
+        r_out = np.linalg.norm(outside[side][:2, 3] - rim.center_W[:2])
+        assert r_in == pytest.approx(0.15, abs=0.01) and r_out == pytest.approx(0.3, abs=0.01)
+        toward_axis = rim.center_W[:2] - squeeze[side][:2, 3]
+        assert squeeze[side][:2, 2] @ toward_axis / np.linalg.norm(toward_axis) == pytest.approx(1.0)
+
+
+def test_dual_goal_ik_reaches_a_backrest_hold():
+    robot = SimRobot(handleit.envs.make("PushChair", obs_mode="pointcloud", camera_width=64, camera_height=32))
+    observation = robot.reset(seed=0)
+    ik = whole_body_ik(robot.model)
+    backrest = _backrest(0.0, center=observation.X_WB[:2, 3] + observation.X_WB[:2, 0] * 0.6)
+    goals = backrest_hold_poses(backrest, observation.X_WB)
+    result = ik.solve(observation.qpos, goals)
+    assert result.success, result.message
+    for side, X_WG in goals.items():
+        assert np.linalg.norm(ik.tcp_pose(result.q, side)[:3, 3] - X_WG[:3, 3]) < 0.01
+
+
+@pytest.mark.parametrize("task, nodes", [
+    ("PushChair", ("perceive chair", "plan hold", "hold closed on backrest?", "chair tipping?",
+                   "backrest in grippers?", "chair centred?", "nudge", "recover", "hold still")),
+    ("MoveBucket", ("perceive bucket", "rim thin enough?", "plan rim hold", "plan hug", "rim held?",
+                    "bucket follows?", "rim in grippers?", "let go", "recover", "hold still")),
+])
+def test_dual_arm_trees_print_with_their_failure_checks(task, nodes):
+    robot = SimRobot(handleit.envs.make(task, obs_mode="pointcloud", camera_width=64, camera_height=32))
+    solver = make_tree_solver(task, robot.model)
+    solver.reset(robot.reset(seed=0))
+    text = solver.unicode_tree()
+    for node in nodes:
+        assert node in text, node
+
+
+def _episode(task: str, seed: int, max_steps: int, model_id: str | None = None):
+    robot = SimRobot(handleit.envs.make(task, obs_mode="pointcloud", max_episode_steps=max_steps))
+    solver = make_tree_solver(task, robot.model)
+    observation = robot.reset(seed=seed, options={"model_id": model_id} if model_id else None)
+    solver.reset(observation)
+    while not robot.done:
+        robot.act(solver.step(observation))
+        observation = robot.observe()
+    return robot.info, solver
+
+
+def test_push_chair_episode_succeeds():
+    info, solver = _episode("PushChair", seed=1, max_steps=1000)
+    assert info["success"], (info, solver.tools.failure_reasons)
+
+
+def test_move_bucket_by_the_rim_succeeds():
+    info, solver = _episode("MoveBucket", seed=0, max_steps=1000, model_id="bucket-train-001")
+    assert info["success"], (info, solver.tools.failure_reasons)
+    assert solver.bb.hold == "rim"
