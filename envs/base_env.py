@@ -28,6 +28,7 @@ from .mobile_panda import MobilePanda
 from .robot_description import mobile_panda
 
 OBS_MODES = ("pointcloud", "rgbd", "state")
+SPLITS = ("train", "test")  # the bundled objects' splits (papers/000 Appendix C.6)
 POINTCLOUD_FRAMES = ("world", "base")
 # Point-cloud masks, in ManiSkill1's order: target handle, target link, robot.
 MASK_NAMES = ("target_handle", "target_link", "robot")
@@ -295,6 +296,33 @@ class MobileManipulationEnv(gym.Env):
         self.scene = None
         self.robot = None
         self._episode_started = False
+
+
+def bundled_models(kind: str, split: str, available_of, model_ids) -> dict:
+    """The bundled object ids an env may use: those of ``split`` (from ``available_of(split)``), restricted
+    to ``model_ids`` when given, each mapped to None (its URDF is generated when first used). ``kind`` names
+    the objects in errors ("drawer cabinet", "chair")."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    available = available_of(split)
+    ids = list(model_ids) if model_ids is not None else available
+    unknown = [m for m in ids if m not in available]
+    if unknown or not ids:
+        raise ValueError(f"unknown {kind} ids {unknown} for split {split!r}; choose from {available}")
+    return {m: None for m in ids}
+
+
+def pick_model(models: dict, rng: np.random.Generator, options: dict, urdf_of) -> tuple[str, object]:
+    """The episode's object: ``options["model_id"]`` or a random one of ``models``; its URDF path, generated
+    by ``urdf_of(model_id)`` on first use and kept in ``models``."""
+    model_id = options.get("model_id")
+    if model_id is None:
+        model_id = sorted(models)[int(rng.integers(len(models)))]
+    elif model_id not in models:
+        raise ValueError(f"unknown model_id {model_id!r}; this env has {sorted(models)}")
+    if models[model_id] is None:
+        models[model_id] = urdf_of(model_id)
+    return model_id, models[model_id]
 
 
 class LinkSpeedMeter:

@@ -43,6 +43,10 @@ import numpy as np
 import trimesh
 
 from .asset_cache import build_once, cache_dir
+from .procedural import choice as _choice
+from .procedural import fmt as _fmt
+from .procedural import jittered_rgba as _jittered_rgba
+from .procedural import uniform as _uniform
 
 GENERATOR_VERSION = "1"
 SPLIT_COUNTS = {"train": 29, "test": 10}
@@ -251,20 +255,6 @@ def bucket_urdf(model_id: str) -> Path:
 # ---------------------------------------------------------------------------------------------- sampling
 
 
-def _uniform(rng: np.random.Generator, low: float, high: float) -> float:
-    # Rounded to 0.1 mm / 1e-4 so that meta.json stays readable and specs compare exactly.
-    return round(float(rng.uniform(low, high)), 4)
-
-
-def _choice(rng: np.random.Generator, options: list[str]) -> str:
-    return options[int(rng.integers(len(options)))]
-
-
-def _jittered_rgba(rng: np.random.Generator, rgb: tuple[float, ...]) -> tuple[float, float, float, float]:
-    jittered = np.clip(np.asarray(rgb) + rng.uniform(-0.04, 0.04, size=3), 0.0, 1.0)
-    return (*(round(float(c), 3) for c in jittered), 1.0)
-
-
 def _sample_handle(rng: np.random.Generator, spec: BucketSpec) -> dict:
     """Pivot height, arc radius, rod thickness and joint limit, redrawn until the handle, lying down at its
     limit, clears the outer wall and stays below the rim, and stands well above the rim when upright."""
@@ -445,11 +435,6 @@ def _link_inertial(solids: list[_Solid], density_kg_m3: float) -> tuple[float, n
 
 
 # ---------------------------------------------------------------------------------------------- files
-
-
-def _fmt(*values: float) -> str:
-    # Fixed precision keeps files byte-identical across runs; "+ 0.0" turns -0.0 into 0.
-    return " ".join(f"{round(float(v), 7) + 0.0:.7g}" for v in values)
 
 
 def _obj_text(solid: _Solid) -> str:

@@ -29,6 +29,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .asset_cache import build_once, cache_dir
+from .procedural import choice as _choice
+from .procedural import fmt as _fmt
+from .procedural import jittered_rgba as _jittered_rgba
+from .procedural import uniform as _uniform
 
 GENERATOR_VERSION = "1"
 SPLIT_COUNTS = {"drawer": {"train": 25, "test": 10}, "door": {"train": 42, "test": 10}}
@@ -265,20 +269,6 @@ def cabinet_urdf(model_id: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- sampling
-
-
-def _uniform(rng: np.random.Generator, low: float, high: float) -> float:
-    # Rounded to 0.1 mm / 1e-4 so that meta.json stays readable and specs compare exactly.
-    return round(float(rng.uniform(low, high)), 4)
-
-
-def _choice(rng: np.random.Generator, options: list[str] | tuple[str, ...]) -> str:
-    return options[int(rng.integers(len(options)))]
-
-
-def _jittered_rgba(rng: np.random.Generator, rgb: tuple[float, ...]) -> tuple[float, float, float, float]:
-    jittered = np.clip(np.asarray(rgb) + rng.uniform(-0.04, 0.04, size=3), 0.0, 1.0)
-    return (*(round(float(c), 3) for c in jittered), 1.0)
 
 
 def _column_sequence(rng: np.random.Generator, kind: str, height_m: float, thickness_m: float) -> str | None:
@@ -749,11 +739,6 @@ def _link_inertial(prims: list[_Primitive]) -> tuple[float, np.ndarray, np.ndarr
 
 
 # ---------------------------------------------------------------------------------------------- URDF
-
-
-def _fmt(*values: float) -> str:
-    # Fixed precision keeps files byte-identical across runs; "+ 0.0" turns -0.0 into 0.
-    return " ".join(f"{round(float(v), 7) + 0.0:.7g}" for v in values)
 
 
 def _add_link(robot: ET.Element, name: str, prims: list[_Primitive]) -> None:

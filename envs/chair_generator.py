@@ -41,7 +41,11 @@ import numpy as np
 from .asset_cache import build_once, cache_dir
 
 # The solid-primitive helpers are the cabinets' own: one way to write geometry and inertials in this package.
-from .cabinet_generator import _add_link, _fmt, _Primitive
+from .cabinet_generator import _add_link, _Primitive
+from .procedural import choice as _choice
+from .procedural import fmt as _fmt
+from .procedural import jittered_rgba as _jittered_rgba
+from .procedural import uniform as _uniform
 
 GENERATOR_VERSION = "1"
 SPLIT_COUNTS = {"train": 26, "test": 10}
@@ -301,20 +305,6 @@ def backrest_top_S(spec: ChairSpec) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- sampling
-
-
-def _uniform(rng: np.random.Generator, low: float, high: float) -> float:
-    # Rounded to 0.1 mm / 1e-4 so that meta.json stays readable and specs compare exactly.
-    return round(float(rng.uniform(low, high)), 4)
-
-
-def _choice(rng: np.random.Generator, options: list[str]) -> str:
-    return options[int(rng.integers(len(options)))]
-
-
-def _jittered_rgba(rng: np.random.Generator, rgb: tuple[float, ...]) -> tuple[float, float, float, float]:
-    jittered = np.clip(np.asarray(rgb) + rng.uniform(-0.04, 0.04, size=3), 0.0, 1.0)
-    return (*(round(float(c), 3) for c in jittered), 1.0)
 
 
 # ---------------------------------------------------------------------------------------------- geometry

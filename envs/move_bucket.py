@@ -24,11 +24,10 @@ import numpy as np
 import sapien
 
 from .articulated_object import URDFError, check_urdf
-from .base_env import LinkSpeedMeter, MobileManipulationEnv, look_at
+from .base_env import LinkSpeedMeter, MobileManipulationEnv, bundled_models, look_at, pick_model
 from .bucket_generator import BALL_RADIUS_M, bucket_ids, bucket_urdf, sample_bucket
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
 
-SPLITS = ("train", "test")
 PLATFORM_HALF_SIZE_M = (0.3, 0.3, 0.1)  # centred on the world origin: its top is at z = 0.1
 PLATFORM_RGBA = (0.8, 0.8, 0.8, 1.0)
 # Bucket and platform as ManiSkill2's MoveBucket (friction 0.5, no restitution); the ball too, where
@@ -73,27 +72,14 @@ class MoveBucketEnv(MobileManipulationEnv):
 
     def __init__(self, split: str = "train", model_ids: list[str] | None = None, **kwargs):
         """``split`` picks bundled buckets; ``model_ids`` restricts them."""
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-        available = bucket_ids(split)
-        ids = list(model_ids) if model_ids is not None else available
-        unknown = [m for m in ids if m not in available]
-        if unknown or not ids:
-            raise ValueError(f"unknown bucket ids {unknown} for split {split!r}; choose from {available}")
-        self.models: dict[str, Path | None] = {m: None for m in ids}  # URDFs are generated when first used
+        self.models: dict[str, Path | None] = bundled_models("bucket", split, bucket_ids, model_ids)
         self.split = split
         self.target_xy = np.zeros(2)
         super().__init__(**kwargs)
 
     # ------------------------------------------------------------------------------------------------
     def _load_objects(self, rng, options):
-        model_id = options.get("model_id")
-        if model_id is None:
-            model_id = sorted(self.models)[int(rng.integers(len(self.models)))]
-        elif model_id not in self.models:
-            raise ValueError(f"unknown model_id {model_id!r}; this env has {sorted(self.models)}")
-        if self.models[model_id] is None:
-            self.models[model_id] = bucket_urdf(model_id)
+        model_id, urdf = pick_model(self.models, rng, options, bucket_urdf)
         self.model_id = model_id
         self.bucket_spec = sample_bucket(model_id)
         material = sapien.physx.PhysxMaterial(OBJECT_FRICTION, OBJECT_FRICTION, 0.0)
@@ -105,7 +91,7 @@ class MoveBucketEnv(MobileManipulationEnv):
         self.platform = builder.build_static(name="target_platform")
         self.platform.set_pose(sapien.Pose([*self.target_xy, 0.0]))
 
-        self.bucket = self._load_bucket(self.models[model_id], material)
+        self.bucket = self._load_bucket(urdf, material)
         self.bucket_link = self.bucket.root
         self.handle_joint = next(j for j in self.bucket.active_joints if j.name == "handle_joint")
         self.handle_link = self.handle_joint.child_link

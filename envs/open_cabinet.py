@@ -16,10 +16,9 @@ import numpy as np
 import sapien
 
 from .articulated_object import MovablePart, check_urdf, load_articulated_object, select_target
-from .base_env import LinkSpeedMeter, MobileManipulationEnv, look_at
+from .base_env import LinkSpeedMeter, MobileManipulationEnv, bundled_models, look_at, pick_model
 from .cabinet_generator import cabinet_ids, cabinet_urdf
 
-SPLITS = ("train", "test")
 OPEN_FRACTION = 0.9  # success: opened to at least 90% of the range
 STATIC_LIN_MPS, STATIC_ANG_RADPS = 0.1, 1.0
 JOINT_FRICTION_RANGE = (0.05, 0.15)
@@ -83,31 +82,17 @@ class OpenCabinetEnv(MobileManipulationEnv):
             path = check_urdf(urdf)
             self.models = {path.parent.name or path.stem: path}
         else:
-            if split not in SPLITS:
-                raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-            available = cabinet_ids(self.part_kind, split)
-            ids = list(model_ids) if model_ids is not None else available
-            unknown = [m for m in ids if m not in available]
-            if unknown or not ids:
-                raise ValueError(f"unknown {self.part_kind} cabinet ids {unknown} for split {split!r}; "
-                                 f"choose from {available}")
-            self.models = {m: None for m in ids}  # URDFs are generated when first used
+            self.models = bundled_models(f"{self.part_kind} cabinet", split,
+                                         lambda s: cabinet_ids(self.part_kind, s), model_ids)
         self.split = split if urdf is None else "custom"
         self.target_link_name = target_link
         super().__init__(**kwargs)
 
     # ------------------------------------------------------------------------------------------------
     def _load_objects(self, rng, options):
-        model_id = options.get("model_id")
-        if model_id is None:
-            model_id = sorted(self.models)[int(rng.integers(len(self.models)))]
-        elif model_id not in self.models:
-            raise ValueError(f"unknown model_id {model_id!r}; this env has {sorted(self.models)}")
-        if self.models[model_id] is None:
-            self.models[model_id] = cabinet_urdf(model_id)
-        self.model_id = model_id
-        self.cabinet = load_articulated_object(self.scene, self.models[model_id])
-        self.cabinet.set_name(model_id)
+        self.model_id, urdf = pick_model(self.models, rng, options, cabinet_urdf)
+        self.cabinet = load_articulated_object(self.scene, urdf)
+        self.cabinet.set_name(self.model_id)
 
         # Closed, standing on the floor, centred on the origin with its front toward -x.
         lower = np.ascontiguousarray(self.cabinet.get_qlimits()[:, 0], dtype=np.float32)

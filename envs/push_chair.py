@@ -26,7 +26,7 @@ import numpy as np
 import sapien
 
 from .articulated_object import URDFError, check_urdf
-from .base_env import LinkSpeedMeter, MobileManipulationEnv, look_at
+from .base_env import LinkSpeedMeter, MobileManipulationEnv, bundled_models, look_at, pick_model
 from .chair_generator import (
     CASTER_DAMPING_RANGE,
     CASTER_FRICTION_RANGE,
@@ -39,7 +39,6 @@ from .chair_generator import (
 )
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
 
-SPLITS = ("train", "test")
 START_TORSO_HEIGHT_M = 0.5
 TARGET_XY_M = (0.0, 0.0)
 TARGET_RADIUS_M = 0.15  # the marker's radius and the success distance (ManiSkill1's target_radius)
@@ -133,30 +132,17 @@ class PushChairEnv(MobileManipulationEnv):
 
     def __init__(self, split: str = "train", model_ids: list[str] | None = None, **kwargs):
         """``split`` picks the bundled chairs ("train" or "test"); ``model_ids`` restricts them."""
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-        available = chair_ids(split)
-        ids = list(model_ids) if model_ids is not None else available
-        unknown = [m for m in ids if m not in available]
-        if unknown or not ids:
-            raise ValueError(f"unknown chair ids {unknown} for split {split!r}; choose from {available}")
+        self.models = bundled_models("chair", split, chair_ids, model_ids)
         self.split = split
-        self.models = {m: None for m in ids}  # URDFs are generated when first used
         self._robot_boxes_B: np.ndarray | None = None
         super().__init__(**kwargs)
 
     # ------------------------------------------------------------------------------------------------
     def _load_objects(self, rng, options):
-        model_id = options.get("model_id")
-        if model_id is None:
-            model_id = sorted(self.models)[int(rng.integers(len(self.models)))]
-        elif model_id not in self.models:
-            raise ValueError(f"unknown model_id {model_id!r}; this env has {sorted(self.models)}")
-        if self.models[model_id] is None:
-            self.models[model_id] = chair_urdf(model_id)
+        model_id, urdf = pick_model(self.models, rng, options, chair_urdf)
         self.model_id = model_id
         self.chair_spec = sample_chair(model_id)
-        self.chair = load_chair(self.scene, self.models[model_id])
+        self.chair = load_chair(self.scene, urdf)
         self.chair.set_name(model_id)
         self.root_link = self.chair.root
         self.seat_link = next(link for link in self.chair.links if link.name == "seat")
