@@ -16,15 +16,17 @@ from py_trees.common import Status
 from handleit.planning.whole_body_ik import rotation_angle_rad
 from handleit.types import Observation
 
-from .common import JointReference, Skill, Tools
-
-# A Panda finger pair closed on nothing reads about 0 m apart; on a backrest or a rim several mm at least.
-EMPTY_GRIPPER_GAP_M = 0.004
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools
 
 
-def solve_dual(tools: Tools, q_current: np.ndarray, goals: dict[str, np.ndarray], **kwargs):
-    """Whole-body IK for both tool centres at once; the result's ``q`` keeps the fingers as they are."""
-    return tools.ik.solve(q_current, goals, **kwargs)
+def shifted_goals(goals: dict[str, np.ndarray], d_W) -> dict[str, np.ndarray]:
+    """Tool-centre goals (side -> X_WG) translated by ``d_W`` (m, world frame), orientations kept."""
+    out = {}
+    for side, X in goals.items():
+        X = X.copy()
+        X[:3, 3] += d_W
+        out[side] = X
+    return out
 
 
 def finger_gap_m(tools: Tools, obs: Observation, side: str) -> float:
@@ -87,20 +89,30 @@ class MoveBothArms(Skill):
 
 
 class GrippersHolding(Skill):
-    """Check: every gripper closed on something (its fingers stopped apart), not on empty air."""
+    """Check: every gripper closed on something (its fingers stopped apart), not on empty air.
 
-    def __init__(self, name, tools, min_gap_m: float = EMPTY_GRIPPER_GAP_M):
-        super().__init__(name, tools, reads=("observation",))
-        self.min_gap_m = min_gap_m
+    Once, right after closing (SUCCESS / FAILURE); or, with ``held`` naming the part, all along a move that
+    carries it, beside the move in a Parallel: RUNNING while held, FAILURE when it slipped out. ``when``:
+    an optional (blackboard key, value) pair; the check only applies while the key holds that value."""
+
+    def __init__(self, name, tools, held: str | None = None, when: tuple[str, object] | None = None,
+                 min_gap_m: float = FINGER_GAP_EMPTY_M):
+        super().__init__(name, tools, reads=("observation",) + ((when[0],) if when else ()))
+        self.held, self.when, self.min_gap_m = held, when, min_gap_m
 
     def update(self):
+        passed = Status.SUCCESS if self.held is None else Status.RUNNING
+        if self.when is not None and self.bb.get(self.when[0]) != self.when[1]:
+            return passed
         obs: Observation = self.bb.observation
         gaps = {s: finger_gap_m(self.tools, obs, s) for s in self.tools.sides}
         self.feedback_message = ", ".join(f"{s} {1000 * g:.0f} mm" for s, g in gaps.items())
         empty = [s for s, g in gaps.items() if g < self.min_gap_m]
         if empty:
-            return self.fail(f"{' and '.join(empty)} gripper closed on nothing ({self.feedback_message})")
-        return Status.SUCCESS
+            if self.held is None:
+                return self.fail(f"{' and '.join(empty)} gripper closed on nothing ({self.feedback_message})")
+            return self.fail(f"{self.held} slipped out of the {' and '.join(empty)} gripper")
+        return passed
 
 
 class MoveBaseHolding(Skill):

@@ -22,7 +22,7 @@ from py_trees.common import Status
 from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim, rim_is_pinchable
 from handleit.types import Observation
 
-from .bimanual_nodes import EMPTY_GRIPPER_GAP_M, finger_gap_m
+from .bimanual_nodes import shifted_goals
 from .common import Skill
 
 MIN_BUCKET_POINTS = 150
@@ -155,7 +155,7 @@ class PlanBucketHold(Skill):
             return self.fail("no rim estimate")
         if self.kind == "rim":
             goals = rim_hold_poses(rim, obs.X_WB)
-            pre_goals = {s: _shifted(X, [0, 0, RIM_PREGRASP_HEIGHT_M]) for s, X in goals.items()}
+            pre_goals = shifted_goals(goals, [0.0, 0.0, RIM_PREGRASP_HEIGHT_M])
         else:
             goals = hug_hold_poses(rim, self.bb.bucket_points_W, obs.X_WB, HUG_SQUEEZE_M)
             pre_goals = hug_hold_poses(rim, self.bb.bucket_points_W, obs.X_WB, -HUG_PREGRASP_OUT_M)
@@ -175,12 +175,6 @@ class PlanBucketHold(Skill):
                                       if self.kind == "rim" else None)
         self.feedback_message = f"{self.kind} hold planned, rim at {rim.height_m:.2f} m"
         return Status.SUCCESS
-
-
-def _shifted(X: np.ndarray, d) -> np.ndarray:
-    X = X.copy()
-    X[:3, 3] += d
-    return X
 
 
 class PlanCarry(Skill):
@@ -243,20 +237,4 @@ class BucketFollows(Skill):
             off_axis = float(np.linalg.norm(center[:2] - np.asarray(rim.center_W)[:2]))
             if off_axis > rim.outer_radius_m + BALL_MARGIN_M or center[2] > rim.height_m + BALL_MARGIN_M:
                 return self.fail(f"ball lost: seen {100 * off_axis:.0f} cm from the bucket's axis")
-        return Status.RUNNING
-
-
-class RimInGrippers(Skill):
-    """Check while carrying by the rim: neither gripper closed on air. RUNNING (SUCCESS-less) for the hug."""
-
-    def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation", "hold"))
-
-    def update(self):
-        if self.bb.hold != "rim":
-            return Status.RUNNING
-        obs: Observation = self.bb.observation
-        empty = [s for s in self.tools.sides if finger_gap_m(self.tools, obs, s) < EMPTY_GRIPPER_GAP_M]
-        if empty:
-            return self.fail(f"rim slipped out of the {' and '.join(empty)} gripper")
         return Status.RUNNING

@@ -38,7 +38,6 @@ from .bucket_nodes import (
     PerceiveBucket,
     PlanBucketHold,
     PlanCarry,
-    RimInGrippers,
     RimIsThin,
 )
 from .common import HoldStill, OperateGripper, StepTimeout, Tools
@@ -79,7 +78,7 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     ])
     carry = py_trees.composites.Parallel(
         "carry", policy=ParallelPolicy.SuccessOnSelected(children=[carry_moves]),
-        children=[carry_moves, BucketFollows("bucket follows?", tools), RimInGrippers("rim in grippers?", tools)],
+        children=[carry_moves, BucketFollows("bucket follows?", tools), GrippersHolding("rim in grippers?", tools, held="rim", when=("hold", "rim"))],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
         ReleaseAndBackOff("recover", tools, reset_keys=("rim_z_at_grasp_m", "hold")),

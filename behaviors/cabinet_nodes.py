@@ -26,13 +26,12 @@ from handleit.perception.open_state import OpenStateEstimator
 from handleit.perception.point_cloud import estimate_front_normal, voxel_downsample
 from handleit.types import Grasp, Observation
 
-from .common import JointReference, Skill
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
 MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable front plane
 APPROACH_STANDOFF_M = 0.9  # base distance from the target while the handle is being found
 PREGRASP_DISTANCE_M = 0.15  # back-off along the approach axis before the final straight move
-FINGER_GAP_EMPTY_M = 0.004  # a gripper closed tighter than this holds nothing
 # Fingers spread this much wider than when they clamped, and than the planned opening, have been pried open.
 # A plate-like handle turning between the pads spreads them ~17 mm from the clamp (a 16 mm lip, 33 mm)
 # while still held: that alone is no failure; a hold that is really lost shows as the gap collapsing or

@@ -21,7 +21,7 @@ from py_trees.common import Status
 from handleit.perception.chair_center import estimate_chair_center
 from handleit.types import Observation
 
-from .bimanual_nodes import EMPTY_GRIPPER_GAP_M, finger_gap_m
+from .bimanual_nodes import shifted_goals
 from .common import Skill
 
 MIN_CHAIR_POINTS = 200  # fewer chair points than this give no reliable estimate
@@ -93,15 +93,6 @@ def backrest_hold_poses(backrest, X_WB: np.ndarray, flip: bool = False) -> dict[
     return goals
 
 
-def raised(goals: dict[str, np.ndarray], height_m: float) -> dict[str, np.ndarray]:
-    out = {}
-    for side, X in goals.items():
-        X = X.copy()
-        X[2, 3] += height_m
-        out[side] = X
-    return out
-
-
 class PlanBackrestHold(Skill):
     """Plan the hold: both tool-centre goals on the backrest's top edge, and one whole-body IK solve for the
     grasp and one for the pregrasp above it (two goals at once, papers/002 Sec. 2.4), the base kept out of
@@ -135,7 +126,7 @@ class PlanBackrestHold(Skill):
                 self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
                 self.feedback_message = f"grasp refined, top {backrest.top_height_m:.2f} m"
                 return Status.SUCCESS
-            above = raised(goals, PREGRASP_HEIGHT_M)
+            above = shifted_goals(goals, [0.0, 0.0, PREGRASP_HEIGHT_M])
             pre = ik.solve(grasp.q, above, weights=HOLD_IK_WEIGHTS, fixed_joints=self.tools.model.base_joint_names)
             if not pre.success:  # the torso may rise too
                 pre = ik.solve(grasp.q, above, weights=HOLD_IK_WEIGHTS, base_keep_out=keep_out)
@@ -217,18 +208,4 @@ class ChairUpright(Skill):
         self.feedback_message = f"backrest top {100 * change:+.1f} cm"
         if abs(change) > self.max_change_m:
             return self.fail(f"chair tipping: backrest top moved {100 * change:+.1f} cm")
-        return Status.RUNNING
-
-
-class BackrestInGrippers(Skill):
-    """Check, while pushing: neither gripper has closed on empty air (the backrest slipped out). RUNNING."""
-
-    def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation",))
-
-    def update(self):
-        obs: Observation = self.bb.observation
-        empty = [s for s in self.tools.sides if finger_gap_m(self.tools, obs, s) < EMPTY_GRIPPER_GAP_M]
-        if empty:
-            return self.fail(f"backrest slipped out of the {' and '.join(empty)} gripper")
         return Status.RUNNING

@@ -33,7 +33,6 @@ from py_trees.common import ParallelPolicy
 from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
 from .chair_nodes import (
     MAX_NUDGE_M,
-    BackrestInGrippers,
     ChairCentered,
     ChairUpright,
     PerceiveChair,
@@ -64,7 +63,7 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     ])
     push = py_trees.composites.Parallel(
         "push", policy=ParallelPolicy.SuccessOnSelected(children=[push_and_nudge]),
-        children=[push_and_nudge, ChairUpright("chair tipping?", tools), BackrestInGrippers("backrest in grippers?", tools)],
+        children=[push_and_nudge, ChairUpright("chair tipping?", tools), GrippersHolding("backrest in grippers?", tools, held="backrest")],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
         ReleaseAndBackOff("recover", tools, reset_keys=("backrest_top_z_m",)),

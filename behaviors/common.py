@@ -97,6 +97,8 @@ class StepTimeout(py_trees.decorators.Decorator):
         return self.decorated.status
 
 
+FINGER_GAP_EMPTY_M = 0.004  # a Panda gripper closed tighter than this holds nothing
+
 RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg base cannot stop dead
 
 
