@@ -13,10 +13,15 @@ import math
 import numpy as np
 from py_trees.common import Status
 
+from handleit.perception.handle_grasps import flipped_grasp_pose
 from handleit.planning.whole_body_ik import rotation_angle_rad
 from handleit.types import Observation
 
 from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools
+
+# Speeding up and slowing down with a held object takes this long (s): a held chair or bucket is pulled by
+# the hands high up, and a hard stop sets it swinging (seconds before it is static again).
+HELD_RAMP_S = 0.3
 
 
 def shifted_goals(goals: dict[str, np.ndarray], d_W) -> dict[str, np.ndarray]:
@@ -27,6 +32,56 @@ def shifted_goals(goals: dict[str, np.ndarray], d_W) -> dict[str, np.ndarray]:
         X[:3, 3] += d_W
         out[side] = X
     return out
+
+
+def time_to_go_s(tools: Tools, q_from: np.ndarray, q_to: np.ndarray) -> float:
+    """Seconds a synchronized move from ``q_from`` to ``q_to`` needs at the velocity limits (the slowest joint,
+    the base's planar distance counted as one vector), ramps left out: what to minimise among IK solutions."""
+    dq = np.abs(np.asarray(q_to, dtype=float) - np.asarray(q_from, dtype=float))[tools.controlled]
+    v = tools.model.velocity_limits[tools.controlled]
+    xy = tools.base_index[:2]
+    planar = float(np.linalg.norm(np.asarray(q_to)[xy] - np.asarray(q_from)[xy])) / float(np.min(tools.model.velocity_limits[xy]))
+    return max(float(np.max(dq / np.maximum(v, 1e-9))), planar)
+
+
+def flipped_about_approach(goals: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Every combination of each gripper goal and the same goal turned half a turn about its approach axis (z).
+
+    A parallel-jaw gripper's two fingers are alike, so both poses grasp the same; the one nearer the arm's
+    current wrist roll saves up to half a turn of the slowest wrist joint."""
+    sides = sorted(goals)
+    return [{s: (flipped_grasp_pose(goals[s]) if mask >> i & 1 else goals[s].copy()) for i, s in enumerate(sides)}
+            for mask in range(2 ** len(sides))]
+
+
+def fastest_hold(tools: Tools, obs: Observation, goal_options, pregrasp_of, weight_options, **solve_kwargs):
+    """The quickest hold to reach among IK solutions for several goal variants and cost weights.
+
+    ``goal_options``: candidate grasp goals (side -> X_WG); ``pregrasp_of(goals)``: the pregrasp goals above
+    them; ``weight_options``: IK cost weights to try (e.g. a heavy torso weight keeps the slow torso still).
+    Each grasp is solved from the current configuration and its pregrasp from the grasp (base fixed, else
+    free); the pair with the least time to go (now -> pregrasp -> grasp, :func:`time_to_go_s`) wins.
+    Returns ``(grasp, pregrasp, goals, pregrasp_goals)`` or raises ``RuntimeError`` with the last IK message."""
+    best, last = None, "no candidate"
+    for goals in goal_options:
+        pre_goals = pregrasp_of(goals)
+        for weights in weight_options:
+            grasp = tools.ik.solve(obs.qpos, goals, weights=weights, **solve_kwargs)
+            if not grasp.success:
+                last = grasp.message
+                continue
+            pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, fixed_joints=tools.model.base_joint_names)
+            if not pre.success:  # the torso may rise too
+                pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, **solve_kwargs)
+            if not pre.success:
+                last = f"pregrasp: {pre.message}"
+                continue
+            t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
+            if best is None or t < best[0]:
+                best = (t, grasp, pre, goals, pre_goals)
+    if best is None:
+        raise RuntimeError(last)
+    return best[1:]
 
 
 def finger_gap_m(tools: Tools, obs: Observation, side: str) -> float:
@@ -120,12 +175,12 @@ class MoveBaseHolding(Skill):
     their configuration: the held object goes where the base goes. ``offset_key`` holds (dx, dy, dz) in the
     world frame (m), read when the move starts. SUCCESS once the base has arrived and slowed down."""
 
-    def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=0.9, settle_mps=0.05,
-                 tolerance_m=0.01):
+    def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=1.0, settle_mps=0.05,
+                 tolerance_m=0.01, ramp_s: float = HELD_RAMP_S):
         super().__init__(name, tools, reads=("observation", "tick", offset_key), writes=("command", "reference"))
         self.offset_key, self.gripper = offset_key, gripper
         self.settle_mps, self.tolerance_m = settle_mps, tolerance_m
-        self.reference = JointReference(tools, speed_fraction)
+        self.reference = JointReference(tools, speed_fraction, ramp_s)
 
     def initialise(self):
         self.q_target = None

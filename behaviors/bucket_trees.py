@@ -44,7 +44,7 @@ from .common import HoldStill, OperateGripper, StepTimeout, Tools
 
 MAX_ATTEMPTS = 3
 BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "ball_points_W": None,
-                     "platform_top_z_m": None, "hold": None, "rim_z_at_grasp_m": None, "torso_at_grasp_m": None,
+                     "platform_top_z_m": None, "platform_points_W": None, "hold": None, "rim_z_at_grasp_m": None, "torso_at_grasp_m": None,
                      "lift_offset_W": None, "carry_offset_W": None, "lower_offset_W": None, "preshape_opening_m": None}
 
 

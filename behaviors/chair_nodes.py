@@ -21,7 +21,7 @@ from py_trees.common import Status
 from handleit.perception.chair_center import estimate_chair_center
 from handleit.types import Observation
 
-from .bimanual_nodes import shifted_goals
+from .bimanual_nodes import fastest_hold, flipped_about_approach, shifted_goals
 from .common import Skill
 
 MIN_CHAIR_POINTS = 200  # fewer chair points than this give no reliable estimate
@@ -37,8 +37,9 @@ TIPPING_DROP_M = 0.06  # the backrest top moving this far up or down means the c
 # The robot's base (its torso box reaches 0.15 m ahead of the base origin) stays out of a disc this wide around
 # the estimated chair centre: the star base and its casters reach ~0.37 m out, and a nudge rolls the chair.
 CHAIR_KEEP_OUT_M = 0.55
-# The torso is the slowest joint (0.5 m/s); reaching up and down with the arms is cheaper.
-HOLD_IK_WEIGHTS = {"base_height": 20.0}
+# IK cost weights tried for the hold (the quickest solution to reach wins): the torso is the slowest joint
+# (0.5 m/s), and a heavy weight on it finds the reach with the arms alone where there is one.
+HOLD_IK_WEIGHTS = ({"base_height": 20.0}, {"base_height": 400.0})
 
 
 class PerceiveChair(Skill):
@@ -70,7 +71,7 @@ class PerceiveChair(Skill):
         return Status.SUCCESS
 
 
-def backrest_hold_poses(backrest, X_WB: np.ndarray, flip: bool = False) -> dict[str, np.ndarray]:
+def backrest_hold_poses(backrest, X_WB: np.ndarray) -> dict[str, np.ndarray]:
     """Tool-centre goals (side -> X_WG) that pinch the backrest's top edge with both grippers: pointing down,
     closing across the panel, one on each half, the left gripper on the robot's left."""
     w = np.array([*backrest.width_axis_W[:2], 0.0])
@@ -83,8 +84,7 @@ def backrest_hold_poses(backrest, X_WB: np.ndarray, flip: bool = False) -> dict[
     a, b = center + half * w, center - half * w
     points = {"left": a, "right": b} if (a - b) @ left_W > 0 else {"left": b, "right": a}
     z = np.array([0.0, 0.0, -1.0])
-    y = -n if flip else n
-    R = np.stack([np.cross(y, z), y, z], axis=1)
+    R = np.stack([np.cross(n, z), n, z], axis=1)
     goals = {}
     for side, p in points.items():
         X = np.eye(4)
@@ -109,37 +109,30 @@ class PlanBackrestHold(Skill):
         backrest = self.bb.backrest
         if backrest is None:
             return self.fail("no backrest estimate")
-        ik = self.tools.ik
         keep_out = None if self.bb.chair_center_W is None else (self.bb.chair_center_W[:2], CHAIR_KEEP_OUT_M)
-        last = None
-        for flip in (False, True):
-            goals = backrest_hold_poses(backrest, obs.X_WB, flip)
-            if self.refine:  # keep the closing direction chosen by the plan
-                previous = self.bb.X_WG_grasp
-                if previous is not None and goals["left"][:3, 1] @ previous["left"][:3, 1] < 0:
-                    continue
-            grasp = ik.solve(obs.qpos, goals, weights=HOLD_IK_WEIGHTS, base_keep_out=keep_out)
+        options = flipped_about_approach(backrest_hold_poses(backrest, obs.X_WB))
+        if self.refine:  # keep the finger orientation each gripper is already turned to
+            previous = self.bb.X_WG_grasp
+            options = [g for g in options if previous is None
+                       or all(g[s][:3, 1] @ previous[s][:3, 1] > 0 for s in g)][:1]
+            grasp = self.tools.ik.solve(obs.qpos, options[0], weights=HOLD_IK_WEIGHTS[0], base_keep_out=keep_out)
             if not grasp.success:
-                last = grasp.message
-                continue
-            if self.refine:
-                self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
-                self.feedback_message = f"grasp refined, top {backrest.top_height_m:.2f} m"
-                return Status.SUCCESS
-            above = shifted_goals(goals, [0.0, 0.0, PREGRASP_HEIGHT_M])
-            pre = ik.solve(grasp.q, above, weights=HOLD_IK_WEIGHTS, fixed_joints=self.tools.model.base_joint_names)
-            if not pre.success:  # the torso may rise too
-                pre = ik.solve(grasp.q, above, weights=HOLD_IK_WEIGHTS, base_keep_out=keep_out)
-            if not pre.success:
-                last = f"pregrasp: {pre.message}"
-                continue
-            self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
-            self.bb.q_pregrasp, self.bb.X_WG_pregrasp = pre.q, above
-            self.bb.preshape_opening_m = min(backrest.thickness_m + PRESHAPE_MARGIN_M,
-                                             self.tools.model.gripper_max_opening_m)
-            self.feedback_message = f"hold planned ({'flipped' if flip else 'facing'}), top {backrest.top_height_m:.2f} m"
+                return self.fail(f"IK failed: {grasp.message}")
+            self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, options[0]
+            self.feedback_message = f"grasp refined, top {backrest.top_height_m:.2f} m"
             return Status.SUCCESS
-        return self.fail(f"IK failed: {last}")
+        try:
+            grasp, pre, goals, above = fastest_hold(
+                self.tools, obs, options, lambda g: shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M]),
+                HOLD_IK_WEIGHTS, base_keep_out=keep_out)
+        except RuntimeError as e:
+            return self.fail(f"IK failed: {e}")
+        self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
+        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = pre.q, above
+        self.bb.preshape_opening_m = min(backrest.thickness_m + PRESHAPE_MARGIN_M,
+                                         self.tools.model.gripper_max_opening_m)
+        self.feedback_message = f"hold planned, top {backrest.top_height_m:.2f} m"
+        return Status.SUCCESS
 
 
 class PlanPush(Skill):

@@ -105,7 +105,7 @@ RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg bas
 class JointReference:
     """A reference that moves the base and arm joints toward a target along a straight line in joint space,
     all joints arriving together, at ``speed_fraction`` of the velocity limits with a trapezoidal speed
-    profile; the tracking command is P on the reference plus its velocity fed forward.
+    profile (``ramp_s`` from rest to full speed and back); the tracking command is P on the reference plus its velocity fed forward.
 
     A PID on the target alone moves each joint at its own pace: the arm outruns the base and the hand sweeps
     into the cabinet on its way. The reference is handed from one skill to the next through the blackboard
@@ -113,8 +113,8 @@ class JointReference:
     the robot lags its reference while moving, and restarting from the measured configuration would pull it
     back."""
 
-    def __init__(self, tools: Tools, speed_fraction: float):
-        self.tools, self.speed_fraction = tools, speed_fraction
+    def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S):
+        self.tools, self.speed_fraction, self.ramp_s = tools, speed_fraction, ramp_s
         self.q = None
 
     def start(self, obs: Observation, handover, tick: int) -> None:
@@ -140,8 +140,8 @@ class JointReference:
         time_left = max(time_left, float(np.linalg.norm(remaining[xy])) / max(planar_speed, 1e-9))
         # Trapezoidal profile: speed factor k in [0, 1] of the synchronized full speed, raised by at most
         # dt / ramp per step and low enough to stop in the time left (k^2 ramp / 2 <= t).
-        k_stop = math.sqrt(2.0 * time_left / RAMP_S)
-        self.k = min(1.0, self.k + dt / RAMP_S, k_stop)
+        k_stop = math.sqrt(2.0 * time_left / self.ramp_s)
+        self.k = min(1.0, self.k + dt / self.ramp_s, k_stop)
         step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
         self.q = self.q + step
         self.ff = step / dt

@@ -11,7 +11,14 @@ import pytest
 
 import handleit.envs
 from handleit.behaviors import make_tree_solver
-from handleit.behaviors.bucket_nodes import RIM_PAD_DEPTH_M, hug_hold_poses, rim_hold_poses
+from handleit.behaviors.bimanual_nodes import flipped_about_approach
+from handleit.behaviors.bucket_nodes import (
+    EDGE_MARGIN_M,
+    RIM_PAD_DEPTH_M,
+    hug_hold_poses,
+    lift_travel_m,
+    rim_hold_poses,
+)
 from handleit.behaviors.chair_nodes import HOLD_DEPTH_M, MIN_HOLD_SEPARATION_M, backrest_hold_poses
 from handleit.behaviors.tree_solver import whole_body_ik
 from handleit.sim_robot import SimRobot
@@ -34,6 +41,37 @@ def _backrest(yaw: float, center=(0.8, 0.0), top=0.95, width=0.45):
 def _rim(center=(0.8, 0.0), height=0.3, outer=0.18, inner=0.17):
     return SimpleNamespace(center_W=np.array([*center, height]), height_m=height, outer_radius_m=outer,
                            inner_radius_m=inner, thickness_m=outer - inner, axis_W=np.array([0.0, 0.0, 1.0]))
+
+
+def test_flipped_hold_goals_cover_both_finger_orders_per_side():
+    goals = backrest_hold_poses(_backrest(0.3), _X_WB())
+    options = flipped_about_approach(goals)
+    assert len(options) == 4
+    signs = set()
+    for option in options:
+        key = []
+        for side, X in option.items():
+            assert np.allclose(X[:3, 3], goals[side][:3, 3]) and np.allclose(X[:3, 2], goals[side][:3, 2])
+            assert np.allclose(X[:3, :3] @ X[:3, :3].T, np.eye(3)) and np.isclose(np.linalg.det(X[:3, :3]), 1.0)
+            key.append(round(float(X[:3, 1] @ goals[side][:3, 1])))
+        signs.add(tuple(key))
+    assert signs == {(1, 1), (1, -1), (-1, 1), (-1, -1)}
+
+
+def test_lift_travel_stops_the_wall_short_of_the_platform_edge():
+    xs = np.linspace(-0.3, 0.3, 25)
+    top = np.array([[x, y, 0.2] for x in xs for y in xs])  # a 0.6 m square platform top at the origin
+    center, radius = np.array([1.0, 0.0]), 0.15
+    travel = lift_travel_m(center, -center, radius, top)
+    assert travel == pytest.approx(1.0 - 0.3 - radius - EDGE_MARGIN_M, abs=1e-6)
+    # diagonal approach: contact is with the square's corner region, never closer than the margin
+    c2 = np.array([0.8, 0.8])
+    t2 = lift_travel_m(c2, -c2, radius, top)
+    after = c2 - t2 * c2 / np.linalg.norm(c2)
+    assert np.min(np.linalg.norm(top[:, :2] - after, axis=1)) >= radius + EDGE_MARGIN_M - 1e-6
+    assert lift_travel_m(center, -center, radius, None) == 0.0  # platform unseen: lift in place
+    assert lift_travel_m(center, -center, radius, top[:0]) == 0.0
+    assert lift_travel_m(np.array([0.2, 0.0]), np.array([-0.2, 0.0]), radius, top) == 0.0  # already at the edge
 
 
 @pytest.mark.parametrize("chair_yaw", [0.0, 0.5, -1.2])
