@@ -23,6 +23,8 @@ TASKS = {
     "OpenCabinetDoor": ("handleit/OpenCabinetDoor-v0", "handleit.envs.open_cabinet:OpenCabinetDoorEnv"),
     "PushChair": ("handleit/PushChair-v0", "handleit.envs.push_chair:PushChairEnv"),
     "MoveBucket": ("handleit/MoveBucket-v0", "handleit.envs.move_bucket:MoveBucketEnv"),
+    "PickCube": ("handleit/PickCube-v0", "handleit.envs.pick_cube:PickCubeEnv"),
+    "PickObject": ("handleit/PickObject-v0", "handleit.envs.pick_object:PickObjectEnv"),
 }
 
 for _env_id, _entry_point in TASKS.values():
@@ -31,7 +33,8 @@ for _env_id, _entry_point in TASKS.values():
 
 
 def model_ids(task: str, split: str) -> list[str]:
-    """The bundled object ids of a task's split (cabinets, chairs or buckets), in a fixed order."""
+    """The bundled object ids of a task's split (cabinets, chairs, buckets, the cube or the pick objects), in a
+    fixed order."""
     if task in ("OpenCabinetDrawer", "OpenCabinetDoor"):
         from .cabinet_generator import cabinet_ids
 
@@ -44,6 +47,14 @@ def model_ids(task: str, split: str) -> list[str]:
         from .bucket_generator import bucket_ids
 
         return bucket_ids(split)
+    if task == "PickCube":
+        from .pick_cube import cube_ids
+
+        return cube_ids(split)
+    if task == "PickObject":
+        from .object_generator import object_ids
+
+        return object_ids(split)
     raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 
 

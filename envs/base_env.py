@@ -45,6 +45,7 @@ class MobileManipulationEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
     robot_arms = "single"
     task_state_dim = 0
+    mask_names: tuple[str, ...] = MASK_NAMES  # the point-cloud masks of this task (at most 8)
 
     def __init__(
         self,
@@ -78,7 +79,7 @@ class MobileManipulationEnv(gym.Env):
         self.render_mode = render_mode
         self.camera_configs = cameras if cameras is not None else mobile_base_cameras(camera_width, camera_height)
         self.control_config = control_config or ControlConfig()
-        self.description = mobile_panda(self.robot_arms)
+        self.description = self._robot_description()
 
         self.scene: sapien.Scene | None = None
         self.robot: MobilePanda | None = None
@@ -115,6 +116,10 @@ class MobileManipulationEnv(gym.Env):
     # ------------------------------------------------------------------------------------------------
     # Scene
     # ------------------------------------------------------------------------------------------------
+    def _robot_description(self):
+        """The robot's description files and joint names (generated once, cached)."""
+        return mobile_panda(self.robot_arms)
+
     def _build_scene(self) -> None:
         scene = sapien.Scene()
         scene.set_timestep(1.0 / self.sim_freq)
@@ -134,11 +139,11 @@ class MobileManipulationEnv(gym.Env):
         self._render_camera = None
 
     def _shape_label_lut(self) -> np.ndarray:
-        """Lookup table: render-shape id -> bit mask over MASK_NAMES."""
+        """Lookup table: render-shape id -> bit mask over ``self.mask_names``."""
         labelled = dict(self._labelled_shape_ids(), robot=self.robot.render_shape_ids())
         max_id = max([int(ids.max()) for ids in labelled.values() if len(ids)] + [0])
         lut = np.zeros(max_id + 2, dtype=np.uint8)
-        for bit, name in enumerate(MASK_NAMES):
+        for bit, name in enumerate(self.mask_names):
             ids = labelled.get(name, np.zeros(0, dtype=np.int64))
             lut[ids] |= np.uint8(1 << bit)
         return lut
@@ -217,7 +222,7 @@ class MobileManipulationEnv(gym.Env):
             xyz, rgb, shape_id, valid = fuse_point_cloud(images, X_FW)
             labels = self._label_lut[np.clip(shape_id, 0, len(self._label_lut) - 1)]
             pc = {"xyz": xyz, "rgb": rgb, "valid": valid}
-            for bit, name in enumerate(MASK_NAMES):
+            for bit, name in enumerate(self.mask_names):
                 pc[name] = (labels & (1 << bit)) != 0
             pc["frame"] = self.pointcloud_frame
             obs["pointcloud"] = pc
@@ -230,7 +235,7 @@ class MobileManipulationEnv(gym.Env):
                     "depth": depth_image(im),
                     "intrinsic": im["K"],
                     "extrinsic_cv": extrinsic_cv(im),
-                    **{name: (labels & (1 << bit)) != 0 for bit, name in enumerate(MASK_NAMES)},
+                    **{name: (labels & (1 << bit)) != 0 for bit, name in enumerate(self.mask_names)},
                 }
             obs["cameras"] = cams
         return obs
@@ -250,7 +255,7 @@ class MobileManipulationEnv(gym.Env):
                 "xyz": f32(n, 3),
                 "rgb": spaces.Box(0, 255, shape=(n, 3), dtype=np.uint8),
                 "valid": spaces.MultiBinary(n),
-                **{name: spaces.MultiBinary(n) for name in MASK_NAMES},
+                **{name: spaces.MultiBinary(n) for name in self.mask_names},
                 "frame": spaces.Text(max_length=16),
             }
             return spaces.Dict({"agent": agent, "pointcloud": spaces.Dict(pc)})
@@ -263,7 +268,7 @@ class MobileManipulationEnv(gym.Env):
                     "depth": spaces.Box(0, np.inf, shape=(h, w), dtype=np.float32),
                     "intrinsic": f32(3, 3),
                     "extrinsic_cv": f32(4, 4),
-                    **{name: spaces.MultiBinary((h, w)) for name in MASK_NAMES},
+                    **{name: spaces.MultiBinary((h, w)) for name in self.mask_names},
                 }
             )
         return spaces.Dict({"agent": agent, "cameras": spaces.Dict(cams)})

@@ -27,6 +27,9 @@ class CameraConfig:
     fovy_rad: float = np.pi / 3
     near_m: float = 0.1
     far_m: float = 10.0
+    # The link the camera rides on (e.g. "panda_hand"); None: the env's default mount (the mobile base, or
+    # the world for the tabletop tasks' fixed cameras).
+    mount: str | None = None
 
 
 def mobile_base_cameras(width: int = 400, height: int = 160, height_m: float = 1.5) -> tuple[CameraConfig, ...]:

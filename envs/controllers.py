@@ -24,6 +24,10 @@ action vector. The modes (papers/000 Appendix B, papers/002 footnote 2):
 The modes other than ``normalized_joint_vel`` are laid out by part: the base (4 values), then per arm (left
 before right) the arm's 7 values (6 in ``pd_ee_delta_pose``) and its gripper value: 12 values for the single
 arm, 20 for the dual (11 and 18 in ``pd_ee_delta_pose``); ``normalized_joint_vel`` has 13 and 22.
+
+A robot without base joints (the stationary Panda of the tabletop tasks, ``envs/stationary_panda.py``) has no
+base part: ``normalized_joint_vel`` is its 7 arm joints and 2 fingers (9 values), the other modes its arm and
+gripper (8 values, 7 in ``pd_ee_delta_pose``); "the base frame" is the frame of its fixed root link.
 """
 
 from __future__ import annotations
@@ -218,10 +222,13 @@ class EEDeltaPose(JointPosition):
         X_WTgoal[:3, 3] = X_WT[:3, 3] + R_WB @ (action[:3] * self.pos_delta_m)
         R_delta_W = R_WB @ Rotation.from_rotvec(action[3:] * self.rot_delta_rad).as_matrix() @ R_WB.T
         X_WTgoal[:3, :3] = R_delta_W @ X_WT[:3, :3]
-        # The articulation's root is fixed at the world origin, so pinocchio's root frame is the world.
+        # Pinocchio works in the frame R of the articulation's fixed root: the world origin for the mobile
+        # robot, the table edge for the stationary one.
+        X_RW = self.robot.articulation.root_pose.inv().to_transformation_matrix()
         qpos = self.robot.qpos.astype(np.float64)
         result, success, _ = self.pinocchio.compute_inverse_kinematics(
-            self.tcp_index, sapien.Pose(X_WTgoal), initial_qpos=qpos, active_qmask=self.qmask, max_iterations=100
+            self.tcp_index, sapien.Pose(X_RW @ X_WTgoal), initial_qpos=qpos, active_qmask=self.qmask,
+            max_iterations=100
         )
         if success:  # otherwise keep the previous target rather than jump to a non-solution
             self._set_target(np.asarray(result)[self.index])
@@ -264,10 +271,10 @@ def make_controller(name: str, robot: MobilePanda, config: ControlConfig = Contr
     if name == "normalized_joint_vel":
         return Controller(name, _joint_order_velocity_parts(robot, config))
 
-    parts: list[PartController]
-    if name == "pd_ee_delta_pose":
+    parts: list[PartController] = []  # a stationary robot has no base part
+    if len(robot.base_index) and name == "pd_ee_delta_pose":
         parts = [JointVelocity(robot, robot.base_index, config.base_vel_limits, config.base_vel_drive, base_labels, True)]
-    else:
+    elif len(robot.base_index):
         delta = config.joint_delta if name == "pd_joint_delta_pos" else None
         parts = [JointPosition(robot, robot.base_index, config.base_pos_drive, base_labels, delta)]
     for side in robot.sides:
@@ -283,8 +290,9 @@ def make_controller(name: str, robot: MobilePanda, config: ControlConfig = Contr
 
 def _joint_order_velocity_parts(robot: MobilePanda, config: ControlConfig) -> list[PartController]:
     """Velocity parts whose action slices follow the robot's joint order (action i drives joint i): the base
-    (ego-centric), then one part per run of consecutive arm or finger joints, as their limits and drives
-    differ (the dual arm's interleaved joints make one run of 14 arm joints, then one of 4 fingers)."""
+    (ego-centric; none for a stationary robot), then one part per run of consecutive arm or finger joints, as
+    their limits and drives differ (the dual arm's interleaved joints make one run of 14 arm joints, then one
+    of 4 fingers)."""
     n_base = len(robot.base_index)
     if not np.array_equal(robot.base_index, np.arange(n_base)):
         raise ValueError(f"the base joints must come first in the joint order, got indices {robot.base_index}")
@@ -294,8 +302,10 @@ def _joint_order_velocity_parts(robot: MobilePanda, config: ControlConfig) -> li
         kind.update({int(i): "finger" for i in robot.finger_index[side]})
     limit = {"arm": config.arm_vel_limit_radps, "finger": config.finger_vel_limit_mps}
     drive = {"arm": config.arm_vel_drive, "finger": config.finger_vel_drive}
-    parts: list[PartController] = [JointVelocity(robot, robot.base_index, config.base_vel_limits,
-                                                 config.base_vel_drive, robot.description.base_joint_names, True)]
+    parts: list[PartController] = []
+    if n_base:  # a stationary robot has no base part
+        parts.append(JointVelocity(robot, robot.base_index, config.base_vel_limits, config.base_vel_drive,
+                                   robot.description.base_joint_names, True))
     for k, run in itertools.groupby(range(n_base, robot.dof), key=kind.__getitem__):
         index = list(run)
         labels = [robot.joints[i].name for i in index]

@@ -48,7 +48,7 @@ class MobilePanda:
                     shape.set_patch_radius(0.1)  # torsional friction on the pads, as in ManiSkill
                     shape.set_min_patch_radius(0.1)
 
-        self.base_index = np.array([names.index(n) for n in description.base_joint_names])
+        self.base_index = np.array([names.index(n) for n in description.base_joint_names], dtype=int)  # empty: no base
         self.arm_index: dict[str, np.ndarray] = {}
         self.finger_index: dict[str, np.ndarray] = {}
         for side in description.sides:
@@ -56,7 +56,7 @@ class MobilePanda:
             self.finger_index[side] = np.array([names.index(n) for n in description.finger_joint_names(side)])
         self.tcp_links = {side: self.links[description.tcp_link_name(side)] for side in description.sides}
         self.camera_mount = self.links[description.camera_mount_link_name]
-        self.base_link = self.links["mobile_base"]
+        self.base_link = self.links[description.base_link_name]
         self.qlimits = np.asarray(self.articulation.get_qlimits(), dtype=np.float64)  # [dof, 2], yaw is +-inf
 
     @property

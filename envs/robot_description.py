@@ -15,6 +15,10 @@ load. We rewrite them:
 
 The SRDF disables collision checks between adjacent links and between link pairs that collide in (nearly)
 every sampled configuration, computed with mplib's own collision model (the MoveIt setup-assistant method).
+
+The stationary Panda of the tabletop tasks (:func:`panda_arm`) is generated the same way from mani-skill's
+``panda_v2.urdf`` (ManiSkill's Panda: joints ``panda_joint1..7``, ``panda_finger_joint1/2``, TCP link
+``panda_hand_tcp``).
 """
 
 from __future__ import annotations
@@ -79,6 +83,57 @@ class MobilePandaDescription:
         # Below the torso's height joint: the cameras stay at a fixed height, as in ManiSkill1.
         return "mobile_base"
 
+    @property
+    def base_link_name(self) -> str:
+        """The link whose pose is the robot's base pose X_WB (ground level, x forward)."""
+        return "mobile_base"
+
+
+ARM_SIDE = "arm"  # the one arm side of the stationary Panda
+
+
+@dataclass(frozen=True)
+class PandaArmDescription:
+    """The stationary Panda (mani-skill's ``panda_v2``): no base joints, one arm side named ``"arm"``; the
+    same interface as :class:`MobilePandaDescription`."""
+
+    urdf_path: Path
+    srdf_path: Path
+    sides: tuple[str, ...] = (ARM_SIDE,)
+
+    @property
+    def base_joint_names(self) -> tuple[str, ...]:
+        return ()  # fixed to the table
+
+    def _check_side(self, side: str) -> None:
+        if side not in self.sides:
+            raise ValueError(f"unknown arm side {side!r}; the stationary Panda has {self.sides}")
+
+    def arm_joint_names(self, side: str = ARM_SIDE) -> tuple[str, ...]:
+        self._check_side(side)
+        return _ARM_JOINTS
+
+    def finger_joint_names(self, side: str = ARM_SIDE) -> tuple[str, ...]:
+        self._check_side(side)
+        return _FINGER_JOINTS
+
+    def tcp_link_name(self, side: str = ARM_SIDE) -> str:
+        self._check_side(side)
+        return "panda_hand_tcp"
+
+    def hand_link_name(self, side: str = ARM_SIDE) -> str:
+        self._check_side(side)
+        return "panda_hand"
+
+    @property
+    def camera_mount_link_name(self) -> str:
+        return "panda_hand"  # the hand camera rides on the hand; fixed cameras are mounted in the world
+
+    @property
+    def base_link_name(self) -> str:
+        """The robot's root link, bolted to the table: its pose is X_WB."""
+        return "panda_link0"
+
 
 
 def _mani_skill_panda_dir() -> Path:
@@ -104,6 +159,17 @@ def mobile_panda(arms: ArmLayout = "single") -> MobilePandaDescription:
     folder = build_once(cache_dir() / "robots" / f"{name}-{key}", lambda tmp: _write_description(src, tmp, name))
     sides = ("right",) if arms == "single" else ("left", "right")
     return MobilePandaDescription(arms, folder / f"{name}.urdf", folder / f"{name}.srdf", sides)
+
+
+def panda_arm() -> PandaArmDescription:
+    """Generate (once, cached) and return the description of the stationary Panda (from ``panda_v2.urdf``)."""
+    src = _mani_skill_panda_dir() / "panda_v2.urdf"
+    if not src.is_file():
+        raise FileNotFoundError(f"mani-skill's robot description {src} is missing; reinstall mani-skill==3.0.1")
+    key = hashlib.sha1(src.read_bytes() + DESCRIPTION_VERSION.encode()).hexdigest()[:10]
+    name = "panda_arm"
+    folder = build_once(cache_dir() / "robots" / f"{name}-{key}", lambda tmp: _write_description(src, tmp, name))
+    return PandaArmDescription(folder / f"{name}.urdf", folder / f"{name}.srdf")
 
 
 def _part_of(link_name: str) -> str:

@@ -8,6 +8,9 @@
   ``resume=True`` skips episodes already recorded there.
 - The summary has the shape of papers/002 Table 1 (train / test success per task and solver) plus a
   breakdown of the behavior-tree nodes that failed.
+- ManiSkill3 tasks (``"ms3:PickCube-v1"``, any ManiSkill3 env id) run through ``handleit.ms3_adapter``:
+  success is ManiSkill3's own ``info["success"]`` (its episodes end at the first success, so this is its
+  ``success_once``); no object splits, "train" and "test" differ by their seeds (``ms3_adapter.episode_seeds``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_EPISODE_TIMEOUT_S = 600.0
+MS3_PREFIX = "ms3:"  # task names of ManiSkill3 envs (handleit.ms3_adapter.TASK_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,10 @@ class _EpisodeRunner:
         import handleit.envs
 
         key = (spec.task, spec.split, spec.max_steps)
+        if key not in self._envs and spec.task.startswith(MS3_PREFIX):
+            from handleit.ms3_adapter import make_env
+
+            self._envs[key] = make_env(spec.task, max_episode_steps=spec.max_steps, render_mode="rgb_array")
         if key not in self._envs:
             self._envs[key] = handleit.envs.make(
                 spec.task, obs_mode="pointcloud", split=spec.split, max_episode_steps=spec.max_steps,
@@ -95,7 +103,12 @@ class _EpisodeRunner:
         frames = []
         try:
             env = self.env(spec)
-            robot = SimRobot(env)
+            if spec.task.startswith(MS3_PREFIX):
+                from handleit.ms3_adapter import ManiSkill3Robot
+
+                robot = ManiSkill3Robot(env)
+            else:
+                robot = SimRobot(env)
             observation = robot.reset(seed=spec.seed, options={"model_id": spec.model_id})
             record.target_link = robot.info.get("target_link")
             solver = make_solver(spec.solver, spec.task, robot.model)
@@ -165,13 +178,18 @@ def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: 
                   video_episodes: tuple[int, ...] = (), video_dir: Path | None = None) -> list[EpisodeSpec]:
     from handleit.envs import model_ids
 
-    ids = model_ids(task, split)
+    if task.startswith(MS3_PREFIX):  # one env, no objects to cycle; the split picks the seeds
+        from handleit.ms3_adapter import episode_seeds, ms3_env_id
+
+        ids, seeds = [ms3_env_id(task)], episode_seeds(split, episodes, seed)
+    else:
+        ids, seeds = model_ids(task, split), [seed + i for i in range(episodes)]
     specs = []
     for i in range(episodes):
         video = None
         if i in video_episodes and video_dir is not None:
-            video = str(Path(video_dir) / f"{task}-{split}-{solver.replace(':', '_')}-{max_steps}-ep{i:03d}.mp4")
-        specs.append(EpisodeSpec(task, split, i, seed + i, ids[i % len(ids)], solver, max_steps, video))
+            video = str(Path(video_dir) / f"{task.replace(':', '_')}-{split}-{solver.replace(':', '_')}-{max_steps}-ep{i:03d}.mp4")
+        specs.append(EpisodeSpec(task, split, i, seeds[i], ids[i % len(ids)], solver, max_steps, video))
     return specs
 
 

@@ -22,7 +22,8 @@ def robot_model_of(env) -> RobotModel:
         raise ValueError(f"SimRobot drives the normalized_joint_vel controller; the env uses {base.control_mode!r}")
     robot, desc, cfg = base.robot, base.description, base.control_config
     limits = np.zeros(robot.dof)
-    limits[robot.base_index] = cfg.base_vel_limits
+    if len(robot.base_index):  # a stationary robot (the tabletop tasks) has no base joints
+        limits[robot.base_index] = cfg.base_vel_limits
     for side in robot.sides:
         limits[robot.arm_index[side]] = cfg.arm_vel_limit_radps
         limits[robot.finger_index[side]] = cfg.finger_vel_limit_mps
@@ -36,7 +37,7 @@ def robot_model_of(env) -> RobotModel:
         arm_joint_names={s: desc.arm_joint_names(s) for s in robot.sides},
         finger_joint_names={s: desc.finger_joint_names(s) for s in robot.sides},
         tcp_link_names={s: desc.tcp_link_name(s) for s in robot.sides},
-        base_link_name="mobile_base",
+        base_link_name=desc.base_link_name,
         control_dt_s=1.0 / base.control_freq,
     )
 
@@ -50,8 +51,10 @@ class SimRobot:
         self.env = env
         self.model = robot_model_of(env)
         m = self.model
-        self._base_xy = m.index(m.base_joint_names[:2])
-        self._yaw = int(m.index(m.base_joint_names[2:3])[0])
+        self._has_base = len(m.base_joint_names) > 0  # the tabletop Panda has none
+        if self._has_base:
+            self._base_xy = m.index(m.base_joint_names[:2])
+            self._yaw = int(m.index(m.base_joint_names[2:3])[0])
         self._fingers = {s: m.index(n) for s, n in m.finger_joint_names.items()}
         self._gripper_state = {s: "hold" for s in m.finger_joint_names}
         self._obs: dict[str, Any] | None = None
@@ -76,13 +79,14 @@ class SimRobot:
             time_s=self.steps * self.model.control_dt_s,
             points=pc["xyz"][valid],
             colors=pc["rgb"][valid],
-            masks={name: pc[name][valid] for name in ("target_handle", "target_link", "robot")},
+            masks={name: pc[name][valid] for name in base.mask_names},
             frame=pc["frame"],
             joint_names=self.model.joint_names,
             qpos=agent["qpos"].astype(np.float64),
             qvel=agent["qvel"].astype(np.float64),
             X_WB=_pose7_to_matrix(agent["base_pose"]),
             X_WT={s: _pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(base.robot.sides)},
+            goal_W=np.asarray(o["extra"]["goal_pos"], dtype=np.float64) if "goal_pos" in o.get("extra", {}) else None,
         )
 
     def action_of(self, command: Command) -> np.ndarray:
@@ -93,11 +97,12 @@ class SimRobot:
             raise ValueError(f"command.qvel has shape {qvel.shape}, expected ({len(m.joint_names)},)")
         if not np.all(np.isfinite(qvel)):
             raise ValueError("command.qvel contains NaN or inf")
-        yaw = float(self._obs["agent"]["qpos"][self._yaw])
-        v_B = world_to_base_velocity(qvel[self._base_xy], yaw)
-        # Scale the planar velocity as a whole so that clipping each axis does not bend its direction.
-        excess = np.max(np.abs(v_B) / m.velocity_limits[self._base_xy])
-        qvel[self._base_xy] = v_B / excess if excess > 1.0 else v_B
+        if self._has_base:
+            yaw = float(self._obs["agent"]["qpos"][self._yaw])
+            v_B = world_to_base_velocity(qvel[self._base_xy], yaw)
+            # Scale the planar velocity as a whole so that clipping each axis does not bend its direction.
+            excess = np.max(np.abs(v_B) / m.velocity_limits[self._base_xy])
+            qvel[self._base_xy] = v_B / excess if excess > 1.0 else v_B
         for side, index in self._fingers.items():
             self._gripper_state[side] = command.gripper.get(side, self._gripper_state[side])
             qvel[index] = gripper_velocity(self._gripper_state[side], m.velocity_limits[index[0]], len(index),

@@ -33,6 +33,7 @@ class Observation:
     qvel: np.ndarray  # [dof] joint velocities
     X_WB: np.ndarray  # 4x4 pose of the mobile base in the world
     X_WT: dict[str, np.ndarray] = field(default_factory=dict)  # arm side -> 4x4 tool-centre pose in the world
+    goal_W: np.ndarray | None = None  # [3] the task's goal position in the world (m), where the task gives one
 
     def q(self, names) -> np.ndarray:
         """Joint positions of the named joints, in the order given."""

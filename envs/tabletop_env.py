@@ -1,0 +1,147 @@
+"""The tabletop scene shared by the pick-and-place tasks: ManiSkill's table, a Panda at its edge, a fixed camera.
+
+World frame W as in ManiSkill's ``TableSceneBuilder``: the table top is the plane z = 0, the table's centre
+line is x = 0 with the robot's side toward -x; the floor is 0.92 m below. The robot (``StationaryPanda``) is
+bolted to the table at x = -0.615 m, facing +x.
+
+Cameras (:func:`tabletop_cameras`): ManiSkill3 PickCube-v1's ``base_camera`` (128x128, 90 degree field of
+view, at (0.3, 0, 0.6) m looking at (-0.1, 0, 0.1) m), optionally ManiSkill2's ``hand_camera`` on the
+Panda's hand. Both render with the point-cloud shader (SAPIEN's minimal shader) and the robot's low-poly
+geometry, which keeps point-cloud observations cheap on a CPU (shared/SETUP-NOTES.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sapien
+from gymnasium import spaces
+
+from .base_env import MobileManipulationEnv, look_at
+from .cameras import CameraConfig, CameraRig
+from .controllers import make_controller
+from .robot_description import panda_arm
+from .stationary_panda import StationaryPanda
+
+# ManiSkill's table (TableSceneBuilder): a 1.209 x 2.418 m top at z = 0, centred at x = -0.12 m, 0.92 m high.
+TABLE_HALF_SIZE_M = (1.209 / 2, 2.418 / 2, 0.9196429 / 2)
+TABLE_CENTER_XY_M = (-0.12, 0.0)
+TABLE_HEIGHT_M = 0.9196429
+TABLE_RGBA = (0.72, 0.58, 0.42, 1.0)  # light wood
+FLOOR_RGBA = (0.16, 0.18, 0.22, 1.0)
+# ManiSkill's default surface (its DefaultMaterialsConfig): friction 0.3, no restitution.
+SURFACE_FRICTION = 0.3
+
+# ManiSkill3 PickCube-v1's sensor camera (pick_cube_cfgs.py, "panda"), and its human render camera.
+BASE_CAMERA_EYE_M = (0.3, 0.0, 0.6)
+BASE_CAMERA_TARGET_M = (-0.1, 0.0, 0.1)
+RENDER_CAMERA_EYE_M = (0.6, 0.7, 0.6)
+RENDER_CAMERA_TARGET_M = (0.0, 0.0, 0.35)
+# ManiSkill2's Panda hand camera: in the hand frame, looking along the approach axis (hand +z).
+HAND_CAMERA_P_M = (0.0464982, -0.0200011, 0.0360011)
+HAND_CAMERA_Q = (0.0, 0.70710678, 0.0, 0.70710678)
+
+
+def tabletop_cameras(width: int = 128, height: int = 128, hand_camera: bool = False) -> tuple[CameraConfig, ...]:
+    """ManiSkill3 PickCube-v1's fixed ``base_camera`` (world-mounted), and ManiSkill2's ``hand_camera`` when
+    ``hand_camera``; both ``width`` x ``height`` pixels with a 90 degree field of view."""
+    X_WC = look_at(BASE_CAMERA_EYE_M, BASE_CAMERA_TARGET_M)
+    cameras = [CameraConfig("base_camera", tuple(X_WC.p), tuple(X_WC.q), width, height, np.pi / 2, 0.01, 100.0)]
+    if hand_camera:
+        cameras.append(CameraConfig("hand_camera", HAND_CAMERA_P_M, HAND_CAMERA_Q, width, height, np.pi / 2, 0.01,
+                                    10.0, mount="panda_hand"))
+    return tuple(cameras)
+
+
+class _Cameras:
+    """Cameras on several mounts (the world, the hand), captured in the order of their configs."""
+
+    def __init__(self, rigs: list[CameraRig]):
+        self.rigs = rigs
+        self.num_points = sum(rig.num_points for rig in rigs)
+
+    def capture(self) -> list[dict[str, np.ndarray]]:
+        return [image for rig in self.rigs for image in rig.capture()]
+
+
+class TabletopPandaEnv(MobileManipulationEnv):
+    """A Panda fixed at the edge of ManiSkill's table, observed by a fixed camera (and optionally its hand's).
+
+    Observations, actions, rates and determinism are those of :class:`MobileManipulationEnv`; the robot has
+    no base joints (``obs["agent"]["base_pose"]`` is the fixed pose of ``panda_link0``), so the
+    ``normalized_joint_vel`` action has 9 values (7 arm joints, 2 fingers).
+    """
+
+    def __init__(self, camera_width: int = 128, camera_height: int = 128, hand_camera: bool = False,
+                 cameras: tuple[CameraConfig, ...] | None = None, **kwargs):
+        """``camera_width`` x ``camera_height``: the cameras' resolution (default ManiSkill3's 128x128);
+        ``hand_camera`` adds the hand camera; ``cameras`` replaces the rig (a ``mount`` of None is the world)."""
+        if cameras is None:
+            cameras = tabletop_cameras(camera_width, camera_height, hand_camera)
+        super().__init__(cameras=cameras, **kwargs)
+
+    def _robot_description(self):
+        return panda_arm()
+
+    def _build_scene(self) -> None:
+        scene = sapien.Scene()
+        scene.set_timestep(1.0 / self.sim_freq)
+        scene.set_ambient_light([0.35, 0.35, 0.35])
+        scene.add_directional_light([1.0, 0.5, -1.0], [0.9, 0.9, 0.9])
+        scene.add_directional_light([-1.0, -0.5, -0.6], [0.3, 0.3, 0.3])
+        self.surface_material = sapien.physx.PhysxMaterial(SURFACE_FRICTION, SURFACE_FRICTION, 0.0)
+        floor_material = sapien.render.RenderMaterial(base_color=list(FLOOR_RGBA), roughness=0.9)
+        scene.add_ground(-TABLE_HEIGHT_M, render_half_size=[10.0, 10.0], render_material=floor_material,
+                         material=self.surface_material)
+        builder = scene.create_actor_builder()
+        builder.add_box_collision(half_size=TABLE_HALF_SIZE_M, material=self.surface_material)
+        builder.add_box_visual(half_size=TABLE_HALF_SIZE_M,
+                               material=sapien.render.RenderMaterial(base_color=list(TABLE_RGBA), roughness=0.8))
+        builder.initial_pose = sapien.Pose([*TABLE_CENTER_XY_M, -TABLE_HALF_SIZE_M[2]])
+        self.table = builder.build_static(name="table")
+        self.scene = scene
+        self.robot = StationaryPanda(scene, self.description)
+        self.controller = make_controller(self.control_mode, self.robot, self.control_config)
+        self.controller.configure()
+
+        world_mount = sapien.Entity()
+        world_mount.set_name("camera_mount")
+        scene.add_entity(world_mount)
+        rigs = []
+        for cfg in self.camera_configs:
+            if cfg.mount is None:
+                mount = world_mount
+            elif cfg.mount in self.robot.links:
+                mount = self.robot.links[cfg.mount].entity
+            else:
+                raise ValueError(f"camera {cfg.name}: unknown mount {cfg.mount!r}; use None (the world) or a robot "
+                                 f"link: {sorted(self.robot.links)}")
+            rigs.append(CameraRig(mount, (cfg,)))
+        self.cameras = _Cameras(rigs)
+        self._render_camera = None
+
+    # ------------------------------------------------------------------------------------------------
+    # Task extras: obs["extra"] (e.g. the goal position), in every observation mode
+    # ------------------------------------------------------------------------------------------------
+    def _extra_obs(self) -> dict[str, np.ndarray]:
+        """Task-specific observations every solver may use (not ground truth of objects)."""
+        return {}
+
+    def _extra_obs_space(self) -> dict[str, spaces.Space]:
+        return {}
+
+    def _get_obs(self):
+        obs = super()._get_obs()
+        extra = self._extra_obs()
+        if extra:
+            obs["extra"] = extra
+        return obs
+
+    def _observation_space(self) -> spaces.Dict:
+        space = super()._observation_space()
+        extra = self._extra_obs_space()
+        if extra:
+            space.spaces["extra"] = spaces.Dict(extra)
+        return space
+
+    def _render_camera_pose(self) -> sapien.Pose:
+        return look_at(RENDER_CAMERA_EYE_M, RENDER_CAMERA_TARGET_M)
