@@ -6,10 +6,13 @@
 - :mod:`~handleit.perception.handle_grasps`: horizontal and vertical grasps on a handle (papers/002 Sec. 2.3).
 - :mod:`~handleit.perception.open_state`: how far the target drawer/door is open.
 - :mod:`~handleit.perception.grasp_predictors`: grasp predictors by name (plug-ins, entry points).
+- :mod:`~handleit.perception.antipodal_grasps`: 6-DoF parallel-jaw grasps on an object's partial cloud.
+- :mod:`~handleit.perception.grasp_scorer`: a learned grasp scorer (torch; imported on its own, not here).
 - :mod:`~handleit.perception.bucket_rim`: a bucket's rim (height, circle, thickness, axis), the ball inside.
 - :mod:`~handleit.perception.chair_center`: a swivel chair's centre (papers/002 Fig. 10), upper body, backrest.
 """
 
+from handleit.perception.antipodal_grasps import evaluate_grasp_poses, sample_antipodal_grasps
 from handleit.perception.bucket_rim import (
     RIM_THICKNESS_THRESHOLD_M,
     BucketRim,
@@ -76,6 +79,7 @@ __all__ = [
     "estimate_front_normal",
     "estimate_handle_frame",
     "estimate_normals",
+    "evaluate_grasp_poses",
     "fit_circle_xy",
     "fit_ground_plane",
     "fit_plane",
@@ -88,6 +92,7 @@ __all__ = [
     "register_grasp_predictor",
     "remove_ground",
     "rim_is_pinchable",
+    "sample_antipodal_grasps",
     "sample_handle_grasps",
     "select",
     "transform_points",

@@ -18,7 +18,9 @@ An installed package can add one without being imported first, through the entry
     [project.entry-points."handleit.grasp_predictors"]
     my_net = "my_package.grasping:MyNet"
 
-The analytic sampler is registered as ``"antipodal"``.
+The analytic handle sampler is registered as ``"antipodal"``, the 6-DoF object grasp sampler
+(:mod:`~handleit.perception.antipodal_grasps`) as ``"antipodal_6dof"`` and the learned grasp scorer
+(:mod:`~handleit.perception.grasp_scorer`, imported with torch only when asked for) as ``"learned_scorer"``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from handleit.perception.antipodal_grasps import AntipodalGraspPredictor6DoF
 from handleit.perception.handle_grasps import sample_handle_grasps
 from handleit.perception.point_cloud import as_points
 from handleit.types import Grasp
@@ -156,3 +159,15 @@ class AntipodalGraspPredictor:
         if front_normal is None and (link is None or len(link) < 3):
             return []  # no front to approach: nothing to offer this step
         return sample_handle_grasps(handle, front_normal, link_points_W=link, toward_W=toward, **self.sampler_kwargs)
+
+
+register_grasp_predictor("antipodal_6dof")(AntipodalGraspPredictor6DoF)
+
+
+@register_grasp_predictor("learned_scorer")
+def learned_grasp_scorer(**kwargs) -> GraspPredictor:
+    """The learned grasp scorer (:class:`~handleit.perception.grasp_scorer.LearnedGraspPredictor`); torch is
+    imported here, on first use, not with the registry."""
+    from handleit.perception.grasp_scorer import LearnedGraspPredictor
+
+    return LearnedGraspPredictor(**kwargs)

@@ -320,3 +320,59 @@ def make_chair(rng, *, noise_m=0.003, armrests=None, distance_m=None, spacing_m=
     points = p_W[seen] + rng.normal(scale=noise_m, size=(len(seen), 3))
     return SyntheticChair(points, labels[seen], centre, forward, width_axis, float(backrest_top),
                           R_WC @ top_center_C + centre, back_w, back_t, float(seat_top), cameras)
+
+
+# ---------------------------------------------------------------------------------------------- table-top objects
+
+
+@dataclass(frozen=True)
+class SyntheticTabletop:
+    points_W: np.ndarray  # [N, 3] visible points (object and table) with noise
+    is_object: np.ndarray  # [N] bool: the object's points (the rest is table)
+    table_z: float  # world z of the table's top
+    center_W: np.ndarray  # [3] the object's centre
+    R_WO: np.ndarray  # [3, 3] the object's axes in the world (a box's face normals; a cylinder's axis is z)
+    size_m: np.ndarray  # [3] full extents along R_WO's axes
+    camera_W: np.ndarray  # [C, 3]
+
+
+def make_tabletop_object(rng, shape="box", size_m=(0.05, 0.05, 0.05), *, yaw_rad=None, table_z=0.0,
+                         cameras_W=None, view_azimuth_rad=None, noise_m=0.0005, spacing_m=0.001,
+                         pixel_rad=0.004, table_half_m=0.2, table_spacing_m=0.003):
+    """An object standing on a table, seen by depth cameras (one, 0.6 m away and 0.5 m up, by default).
+
+    ``shape``: "box" (``size_m`` = full extents x, y, z), "cylinder" (upright; ``size_m`` = (diameter,
+    diameter, height)) or "sphere" (``size_m[0]`` = diameter). ``yaw_rad`` turns the object about z (random
+    when None). Surfaces are sampled ``spacing_m`` apart (well below a pixel's footprint, so back faces do
+    not leak through) and rendered with :func:`render_visible`.
+    """
+    size = np.broadcast_to(np.asarray(size_m, float), (3,)).copy()
+    s = spacing_m
+    if shape == "box":
+        p_O = sample_box(rng, size / 2, s)
+    elif shape == "cylinder":
+        size[1] = size[0]
+        p_O = sample_cylinder(rng, size[0] / 2, -size[2] / 2, size[2] / 2, s)
+    elif shape == "sphere":
+        size[:] = size[0]
+        p_O = sample_sphere(rng, [0.0, 0.0, 0.0], size[0] / 2, s)
+    else:
+        raise ValueError(f"unknown shape {shape!r}")
+    yaw = rng.uniform(-np.pi, np.pi) if yaw_rad is None else yaw_rad
+    R_WO = rotation_z(yaw)
+    centre = np.array([rng.uniform(-0.05, 0.05), rng.uniform(-0.05, 0.05), table_z + size[2] / 2])
+    p_obj = p_O @ R_WO.T + centre
+    n_table = _count((2 * table_half_m) ** 2, table_spacing_m)
+    table = np.column_stack([centre[0] + rng.uniform(-table_half_m, table_half_m, n_table),
+                             centre[1] + rng.uniform(-table_half_m, table_half_m, n_table), np.full(n_table, table_z)])
+    # The table under the object is hidden by the object itself; drop it so it cannot leak between samples.
+    under = np.all(np.abs((table - centre)[:, :2] @ R_WO[:2, :2]) <= size[:2] / 2, axis=1)
+    table = table[~under]
+    if cameras_W is None:
+        azimuth = rng.uniform(-np.pi, np.pi) if view_azimuth_rad is None else view_azimuth_rad
+        cameras_W = centre + np.array([[0.6 * np.cos(azimuth), 0.6 * np.sin(azimuth), 0.5]])
+    cameras_W = np.atleast_2d(np.asarray(cameras_W, float))
+    everything = np.concatenate([p_obj, table])
+    seen = render_visible(everything, cameras_W, centre, pixel_rad)
+    points = everything[seen] + rng.normal(scale=noise_m, size=(len(seen), 3))
+    return SyntheticTabletop(points, seen < len(p_obj), float(table_z), centre, R_WO, size, cameras_W)
