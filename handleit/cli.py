@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                          "ms3:<env id>, e.g. ms3:PickCube-v1 (success: ManiSkill3's info['success'])")
     ev.add_argument("--split", default="test", help="train, test, or train,test")
     ev.add_argument("--episodes", type=int, default=50, help="episodes per task and split")
-    ev.add_argument("--solver", default="bt", help="bt, idle, or package.module:factory")
+    ev.add_argument("--solver", default="bt", help="bt, bt:<grasp predictor> (e.g. bt:learned_scorer), idle, or package.module:factory")
     ev.add_argument("--max-steps", type=int, default=200, help="episode length in control steps (100 Hz)")
     ev.add_argument("--workers", type=int, default=2)
     ev.add_argument("--seed", type=int, default=0, help="episode i uses seed + i")
@@ -112,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--resume", action="store_true", help="skip episodes already in OUT/records.jsonl")
     ev.add_argument("--episode-timeout", type=float, default=600.0, help="seconds before a hung episode is stopped")
     ev.set_defaults(func=_eval)
+    # The learned grasp scorer's tools: `grasp-data` (physical trials -> .npz) and `train-grasp-scorer`.
+    from handleit.grasp_data import add_commands as add_grasp_data_commands
+
+    add_grasp_data_commands(sub)
     args = parser.parse_args(argv)
     from handleit.evaluation import OutputInUse
 
