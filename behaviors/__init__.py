@@ -8,6 +8,7 @@ from handleit.types import RobotModel
 from .bucket_trees import BUCKET_BLACKBOARD, create_move_bucket_tree
 from .cabinet_trees import create_door_tree, create_drawer_tree
 from .chair_trees import CHAIR_BLACKBOARD, create_push_chair_tree
+from .pick_trees import PICK_BLACKBOARD, create_pick_tree, create_stack_tree
 from .tree_solver import TreeSolver
 
 TREES = {
@@ -15,6 +16,10 @@ TREES = {
     "OpenCabinetDoor": create_door_tree,
     "PushChair": create_push_chair_tree,
     "MoveBucket": create_move_bucket_tree,
+    "PickCube": create_pick_tree,
+    "PickObject": create_pick_tree,
+    "ms3:PickCube-v1": create_pick_tree,  # ManiSkill3's own tasks, through handleit.ms3_adapter
+    "ms3:StackCube-v1": create_stack_tree,
 }
 # Solver options per task: the dual-arm trees drive both arms and keep their own blackboard keys.
 _DUAL_ARM = ("left", "right")
@@ -22,6 +27,10 @@ TREE_OPTIONS = {
     "PushChair": {"sides": _DUAL_ARM, "blackboard": CHAIR_BLACKBOARD},
     "MoveBucket": {"sides": _DUAL_ARM, "blackboard": BUCKET_BLACKBOARD},
 }
+# The tabletop arm (bundled and ManiSkill3) is the side "arm"; its grasps come from the 6-DoF object sampler
+# unless the solver names another predictor ("bt:learned_scorer", see handleit.solvers).
+_PICK = {"side": "arm", "grasp_predictor": "antipodal_6dof", "blackboard": PICK_BLACKBOARD}
+TREE_OPTIONS.update({task: _PICK for task in ("PickCube", "PickObject", "ms3:PickCube-v1", "ms3:StackCube-v1")})
 
 
 def make_tree_solver(task: str, model: RobotModel, **kwargs) -> TreeSolver:
@@ -37,6 +46,8 @@ __all__ = [
     "create_door_tree",
     "create_drawer_tree",
     "create_move_bucket_tree",
+    "create_pick_tree",
     "create_push_chair_tree",
+    "create_stack_tree",
     "make_tree_solver",
 ]

@@ -136,8 +136,9 @@ class JointReference:
         # The base's x/y limits bound its velocity in its own frame, whatever the heading: budget the planar
         # move as a vector, or a diagonal reference runs ~1.4x faster than the base can follow.
         xy = tools.base_index[:2]
-        planar_speed = float(np.min(speed[xy]))
-        time_left = max(time_left, float(np.linalg.norm(remaining[xy])) / max(planar_speed, 1e-9))
+        if len(xy):  # an arm bolted in place has no base to budget
+            planar_speed = float(np.min(speed[xy]))
+            time_left = max(time_left, float(np.linalg.norm(remaining[xy])) / max(planar_speed, 1e-9))
         # Trapezoidal profile: speed factor k in [0, 1] of the synchronized full speed, raised by at most
         # dt / ramp per step and low enough to stop in the time left (k^2 ramp / 2 <= t).
         k_stop = math.sqrt(2.0 * time_left / self.ramp_s)

@@ -40,7 +40,7 @@ def whole_body_ik(model: RobotModel):
 
     key = (str(model.urdf_path), model.joint_names)
     if key not in _IK_CACHE:
-        _IK_CACHE[key] = WholeBodyIK(model.urdf_path, model.joint_names, model.tcp_link_names, model.base_link_name)
+        _IK_CACHE[key] = WholeBodyIK.from_robot_model(model)  # a fixed arm (no base joints): its root is the world
     return _IK_CACHE[key]
 
 

@@ -168,10 +168,13 @@ PART_GAINS: Mapping[str, PIDGains] = {
 
 def joint_parts(model: RobotModel, joint_names: Sequence[str] | None = None) -> tuple[str, ...]:
     """The part (a key of :data:`PART_GAINS`) of each joint of ``joint_names`` (default: all the model's
-    joints, in its order). ``model.base_joint_names`` are x, y, yaw, height in that order."""
+    joints, in its order). ``model.base_joint_names`` are x, y, yaw, height in that order (none for an arm
+    bolted in place)."""
     names = model.joint_names if joint_names is None else tuple(joint_names)
-    x, y, yaw, height = model.base_joint_names
-    part = {x: "base_translation", y: "base_translation", yaw: "base_rotation", height: "base_height"}
+    part = {}
+    if model.base_joint_names:
+        x, y, yaw, height = model.base_joint_names
+        part = {x: "base_translation", y: "base_translation", yaw: "base_rotation", height: "base_height"}
     part.update({n: "arm" for joints in model.arm_joint_names.values() for n in joints})
     part.update({n: "finger" for joints in model.finger_joint_names.values() for n in joints})
     unknown = [n for n in names if n not in part]
@@ -322,7 +325,7 @@ def make_robot_pid(model: RobotModel, joint_names: Sequence[str] | None = None,
     """
     names = model.joint_names if joint_names is None else tuple(joint_names)
     gains = gains_for(model, names, presets)
-    yaw = model.base_joint_names[2]
+    yaw = model.base_joint_names[2] if model.base_joint_names else None  # a fixed arm has no yaw to wrap
     return PIDController(gains.kp, gains.ki, gains.kd, velocity_limits=model.velocity_limits[model.index(names)],
                          continuous=np.array([n == yaw for n in names]), n_joints=len(names),
                          dt_s=model.control_dt_s, cutoff_hz=cutoff_hz, filter_method=filter_method)

@@ -7,9 +7,10 @@ A solver maps observations to commands through the robot interface only:
     command = solver.step(observation)   # every control step
     solver.failed_node                   # for trees: the node whose failure last triggered a recovery
 
-Names: ``bt`` (the task's behavior tree), ``idle`` (does nothing: a floor for every table), or
-``package.module:factory`` for a user's solver, where ``factory(task=..., model=...)`` returns an object
-with ``reset``, ``step`` and optionally ``failed_node`` and ``diagnostics()``.
+Names: ``bt`` (the task's behavior tree), ``bt:<grasp predictor>`` (the tree with a registered grasp
+predictor instead of the task's default, e.g. ``bt:learned_scorer``), ``idle`` (does nothing: a floor for
+every table), or ``package.module:factory`` for a user's solver, where ``factory(task=..., model=...)``
+returns an object with ``reset``, ``step`` and optionally ``failed_node`` and ``diagnostics()``.
 """
 
 from __future__ import annotations
@@ -56,10 +57,17 @@ def make_solver(spec: str, task: str, model: RobotModel) -> Solver:
     """Build the solver named by ``spec`` for ``task``; ``ValueError`` names what is wrong."""
     if spec == "idle":
         return IdleSolver(model)
-    if spec == "bt":
+    if spec == "bt" or spec.startswith("bt:"):
         from handleit.behaviors import make_tree_solver
+        from handleit.perception.grasp_predictors import available_grasp_predictors
 
-        return make_tree_solver(task, model)
+        predictor = spec[len("bt:"):]
+        if not predictor:
+            return make_tree_solver(task, model)
+        if predictor not in available_grasp_predictors():
+            raise ValueError(f"solver {spec!r}: unknown grasp predictor {predictor!r}; "
+                             f"available: {', '.join(available_grasp_predictors())}")
+        return make_tree_solver(task, model, grasp_predictor=predictor)
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
         try:
@@ -67,4 +75,5 @@ def make_solver(spec: str, task: str, model: RobotModel) -> Solver:
         except (ImportError, AttributeError) as e:
             raise ValueError(f"cannot load solver {spec!r}: {e}") from None
         return factory(task=task, model=model)
-    raise ValueError(f"unknown solver {spec!r}; choose 'bt', 'idle' or 'package.module:factory'")
+    raise ValueError(f"unknown solver {spec!r}; choose 'bt', 'bt:<grasp predictor>', 'idle' or "
+                     f"'package.module:factory'")

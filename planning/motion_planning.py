@@ -187,9 +187,12 @@ def _collision_parts(urdf_path: Path) -> list[_ConvexPart]:
                 vertices = np.concatenate([np.column_stack([ring, np.full(16, z)]) for z in (-length / 2, length / 2)])
             elif shape.tag == "mesh":
                 mesh_path = (urdf_path.parent / shape.get("filename")).resolve()
-                if mesh_path.suffix.lower() != ".obj":
-                    raise ValueError(f"cannot read collision mesh {mesh_path}: only OBJ meshes are supported")
-                vertices = _read_obj_vertices(mesh_path)
+                if mesh_path.suffix.lower() == ".obj":
+                    vertices = _read_obj_vertices(mesh_path)
+                else:  # STL and the rest (ManiSkill3's own Panda URDF), through trimesh
+                    import trimesh
+
+                    vertices = np.asarray(trimesh.load(mesh_path, force="mesh").vertices, dtype=float)
                 scale = shape.get("scale")
                 if scale:
                     vertices = vertices * np.array([float(t) for t in scale.split()])

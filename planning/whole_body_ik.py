@@ -114,10 +114,13 @@ class WholeBodyIK:
         base_link: the mobile base link (pose reported by :meth:`base_pose`, used to seed retries).
         base_joint_names: the base joints in the order x, y, yaw, height. The x/y joints must translate
             along the world x/y axes and the yaw joint turn about world z (the mobile Panda's layout).
+            Empty for an arm bolted in place (the tabletop Panda): then the URDF's root (``root_link``) is
+            the IK's world, so goals are given in the robot's root frame, and there is no body point C
+            unless ``clearance_link`` is named.
         finger_joint_names: joints held at their current values in every solve (default: every joint
             whose name contains "finger").
         clearance_link, p_LC_m: the point C (m, in the frame of ``clearance_link``) that the tool centres
-            keep away from, see :data:`MOBILE_PANDA_P_LC_M`.
+            keep away from, see :data:`MOBILE_PANDA_P_LC_M`; ``clearance_link=None``: no such constraint.
         root_link: the URDF link welded to the world.
         weights: cost weight per joint group ("base_translation", "base_rotation", "base_height", "arm";
             1/m^2 or 1/rad^2) or per joint name; defaults :data:`DEFAULT_WEIGHTS`.
@@ -135,7 +138,7 @@ class WholeBodyIK:
         *,
         base_joint_names: Sequence[str] = BASE_JOINT_NAMES,
         finger_joint_names: Sequence[str] | None = None,
-        clearance_link: str = MOBILE_PANDA_CLEARANCE_LINK,
+        clearance_link: str | None = MOBILE_PANDA_CLEARANCE_LINK,
         p_LC_m: Sequence[float] = MOBILE_PANDA_P_LC_M,
         root_link: str = ROOT_LINK_NAME,
         weights: Mapping[str, float] | None = None,
@@ -174,12 +177,13 @@ class WholeBodyIK:
         self._tcp_frames = {side: self.plant.GetFrameByName(link) for side, link in self.tcp_links.items()}
         self.base_link = base_link
         self._base_frame = self.plant.GetFrameByName(base_link)
-        self._clearance_frame = self.plant.GetFrameByName(clearance_link)
+        self._clearance_frame = None if clearance_link is None else self.plant.GetFrameByName(clearance_link)
         self.p_LC_m = np.asarray(p_LC_m, dtype=float).reshape(3)
 
         self.base_joint_names = tuple(base_joint_names)
-        if len(self.base_joint_names) != 4 or not set(self.base_joint_names) <= set(self.joint_names):
-            raise ValueError(f"base_joint_names must be 4 joints (x, y, yaw, height) of joint_names, got {base_joint_names}")
+        if len(self.base_joint_names) not in (0, 4) or not set(self.base_joint_names) <= set(self.joint_names):
+            raise ValueError(f"base_joint_names must be 4 joints (x, y, yaw, height) of joint_names, or none for "
+                             f"a fixed arm, got {base_joint_names}")
         if finger_joint_names is None:
             finger_joint_names = [n for n in self.joint_names if "finger" in n]
         self.finger_joint_names = tuple(finger_joint_names)
@@ -201,6 +205,9 @@ class WholeBodyIK:
         """An IK for ``model``'s robot: its URDF, joint order, tool centres, base link and joint groups.
         ``kwargs`` go to the constructor (e.g. ``weights``)."""
         fingers = [n for names in model.finger_joint_names.values() for n in names]
+        if not model.base_joint_names:  # an arm bolted in place: its root link is the IK's world
+            kwargs.setdefault("root_link", model.base_link_name)
+            kwargs.setdefault("clearance_link", None)
         return cls(model.urdf_path, model.joint_names, model.tcp_link_names, model.base_link_name,
                    base_joint_names=model.base_joint_names, finger_joint_names=fingers, **kwargs)
 
@@ -236,8 +243,10 @@ class WholeBodyIK:
         """Cost weight per joint (caller's order): a joint-name entry beats its group's entry."""
         merged = dict(DEFAULT_WEIGHTS)
         merged.update(weights or {})
-        x, y, yaw, height = self.base_joint_names
-        group = {x: "base_translation", y: "base_translation", yaw: "base_rotation", height: "base_height"}
+        group = {}
+        if self.base_joint_names:
+            x, y, yaw, height = self.base_joint_names
+            group = {x: "base_translation", y: "base_translation", yaw: "base_rotation", height: "base_height"}
         w = np.empty(len(self.joint_names))
         for i, name in enumerate(self.joint_names):
             if name in merged:
@@ -316,17 +325,19 @@ class WholeBodyIK:
         keep_out = None if base_keep_out is None else (np.asarray(base_keep_out[0], dtype=float), float(base_keep_out[1]))
         min_d = 0.0 if min_base_to_gripper_m is None else float(min_base_to_gripper_m)
         max_d = math.inf if max_base_to_gripper_m is None else float(max_base_to_gripper_m)
+        if self._clearance_frame is None:  # no body point C (a fixed arm): the bounds do not apply
+            min_d, max_d = 0.0, math.inf
         if min_d > max_d:
             raise ValueError(f"min_base_to_gripper_m ({min_d} m) exceeds max_base_to_gripper_m ({max_d} m)")
 
         # Attempts: (initial guess, fraction of the tolerances asked of the solver). Success is always judged
         # against the caller's tolerances.
         attempts = [(q0, PRECISE_TOLERANCE_FRACTION), (q0, 1.0)]
-        if not {self.base_joint_names[i] for i in (0, 1, 2)} & held:
+        base_free = bool(self.base_joint_names) and not set(self.base_joint_names[:3]) & held
+        if base_free:
             attempts.append((self._base_carried_seed(q0, goals_W, held_index), 1.0))
         best = None
         attempts = attempts[: max(1, self.max_attempts)]
-        base_free = not {self.base_joint_names[i] for i in (0, 1, 2)} & held
         for guess in initial_guesses:
             guess = np.clip(np.asarray(guess, dtype=float).reshape(-1), self.lower_limits, self.upper_limits)
             if guess.shape != q0.shape:
@@ -369,7 +380,7 @@ class WholeBodyIK:
             ik.AddOrientationConstraint(frameAbar=world, R_AbarA=RotationMatrix(X_WG[:3, :3]),
                                         frameBbar=frame_G, R_BbarB=RotationMatrix(), theta_bound=ang_tol)
             # papers/002 Sec. 2.4: keep the gripper away from the body, or the arm folds into the torso.
-            if min_d > 0.0 or math.isfinite(max_d):
+            if self._clearance_frame is not None and (min_d > 0.0 or math.isfinite(max_d)):
                 ik.AddPointToPointDistanceConstraint(self._clearance_frame, self.p_LC_m, frame_G, np.zeros(3),
                                                      min_d, max_d)
         if keep_out is not None:
@@ -408,8 +419,9 @@ class WholeBodyIK:
         q_plant = self._to_plant(q)
         self.plant.SetPositions(self._context, q_plant)
         world = self.plant.world_frame()
-        X_WC = self.plant.CalcRelativeTransform(self._context, world, self._clearance_frame)
-        p_WC = X_WC.multiply(self.p_LC_m)
+        p_WC = None
+        if self._clearance_frame is not None:
+            p_WC = self.plant.CalcRelativeTransform(self._context, world, self._clearance_frame).multiply(self.p_LC_m)
         by_side, reasons = {}, []
         violation = 0.0
         for side, X_WG_goal in goals_W.items():
@@ -417,7 +429,7 @@ class WholeBodyIK:
             pos_err = float(np.linalg.norm(X_WG[:3, 3] - X_WG_goal[:3, 3]))
             ang_err = rotation_angle_rad(X_WG_goal[:3, :3].T @ X_WG[:3, :3])
             by_side[side] = (pos_err, ang_err)
-            distance_m = float(np.linalg.norm(X_WG[:3, 3] - p_WC))
+            distance_m = 0.0 if p_WC is None else float(np.linalg.norm(X_WG[:3, 3] - p_WC))
             violation += max(0.0, pos_err - pos_tol) + max(0.0, ang_err - ang_tol)
             violation += max(0.0, min_d - distance_m) + max(0.0, distance_m - max_d)
             if pos_err > pos_tol + 1e-5:
