@@ -17,7 +17,7 @@ from handleit.perception.handle_grasps import flipped_grasp_pose
 from handleit.planning.whole_body_ik import rotation_angle_rad
 from handleit.types import Observation
 
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools
+from .common import FINGER_GAP_EMPTY_M, JointReference, ProgressWatch, Skill, Tools
 
 # Speeding up and slowing down with a held object takes this long (s): a held chair or bucket is pulled by
 # the hands high up, and a hard stop sets it swinging (seconds before it is static again).
@@ -105,11 +105,13 @@ class MoveBothArms(Skill):
         self.gripper_key = gripper_key
         self.target_key, self.pose_key = target_key, pose_key
         self.position_tolerance_m, self.angle_tolerance_rad = position_tolerance_m, angle_tolerance_rad
-        self.gripper, self.patience, self.accept_stall_m = gripper, patience, accept_stall_m
+        self.gripper, self.accept_stall_m = gripper, accept_stall_m
+        self.progress = ProgressWatch(patience)
         self.reference = JointReference(tools, speed_fraction)
 
     def initialise(self):
-        self.best_error, self.steps_since_best, self.started = math.inf, 0, False
+        self.progress.reset()
+        self.started = False
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -128,16 +130,11 @@ class MoveBothArms(Skill):
             self.started = True
         qvel, arrived = self.reference.advance(q_target, obs)
         self.bb.reference = self.reference.handover(self.bb.tick)
-        error = position_error + 0.2 * angle_error
-        if error < self.best_error - 1e-3:
-            self.best_error, self.steps_since_best = error, 0
-        elif arrived:
-            self.steps_since_best += 1
-            if self.steps_since_best > self.patience:
-                if position_error < self.accept_stall_m and angle_error < 2 * self.angle_tolerance_rad:
-                    self.feedback_message = f"held short by contact: {self.feedback_message}"
-                    return Status.SUCCESS
-                return self.fail(f"no progress: {self.feedback_message}")
+        if self.progress.stalled(position_error + 0.2 * angle_error, arrived):
+            if position_error < self.accept_stall_m and angle_error < 2 * self.angle_tolerance_rad:
+                self.feedback_message = f"held short by contact: {self.feedback_message}"
+                return Status.SUCCESS
+            return self.fail(f"no progress: {self.feedback_message}")
         opening = self.bb.get(self.gripper_key) if self.gripper_key else None
         self.send(qvel, self.gripper if opening is None else float(opening))
         return Status.RUNNING

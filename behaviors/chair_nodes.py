@@ -32,6 +32,8 @@ HOLD_INSET_M = 0.07  # grippers this far in from the backrest's side edges
 MIN_HOLD_SEPARATION_M = 0.2  # two Panda hands side by side need about this much
 PREGRASP_HEIGHT_M = 0.15  # above the grasp: the arms swing in from the robot's sides above the backrest
 CENTERED_TOLERANCE_M = 0.05  # nudge until the estimate is this close (success needs 0.15 m)
+PUSH_STOP_SHORT_M = 0.07  # the push ends this far before the target: 8 cm inside the success radius, 4x the
+# centre estimate's RMS error (docs/benchmarks.md), and ~7 steps sooner at the base's 1 m/s
 MAX_NUDGE_M = 0.35  # a nudge moves the base at most this far (a wild estimate must not fling the chair)
 TIPPING_DROP_M = 0.06  # the backrest top moving this far up or down means the chair is tipping
 # The robot's base (its torso box reaches 0.15 m ahead of the base origin) stays out of a disc this wide around
@@ -138,12 +140,13 @@ class PlanBackrestHold(Skill):
 class PlanPush(Skill):
     """The base move that carries the estimated chair centre onto the target (papers/002: "moves the base
     such that the chair center is at the world center"); remembers the backrest height for the tipping check.
-    FAILURE without a centre estimate."""
+    ``stop_short_m``: end the move this much before the target (inside the success radius: the push is the
+    longest move of the episode, and the nudges correct the rest). FAILURE without a centre estimate."""
 
-    def __init__(self, name, tools, max_offset_m: float = math.inf):
+    def __init__(self, name, tools, max_offset_m: float = math.inf, stop_short_m: float = 0.0):
         super().__init__(name, tools, reads=("chair_center_W", "target_xy_W", "backrest"),
                          writes=("push_offset_W", "backrest_top_z_m"))
-        self.max_offset_m = max_offset_m
+        self.max_offset_m, self.stop_short_m = max_offset_m, stop_short_m
 
     def update(self):
         center = self.bb.chair_center_W
@@ -153,6 +156,8 @@ class PlanPush(Skill):
         distance = float(np.linalg.norm(offset))
         if distance > self.max_offset_m:
             offset *= self.max_offset_m / distance
+        elif distance > 0.0:
+            offset *= max(distance - self.stop_short_m, 0.0) / distance
         self.bb.push_offset_W = np.array([offset[0], offset[1], 0.0])
         if self.bb.backrest_top_z_m is None and self.bb.backrest is not None:
             self.bb.backrest_top_z_m = float(self.bb.backrest.top_height_m)

@@ -9,12 +9,10 @@
         │       ├── plan hold                    both grippers on the backrest's top edge: dual-goal IK
         │       ├── reach above backrest         base, torso and both arms together
         │       ├── refine hold                  the grasp again from a fresh estimate
-        │       ├── lower onto backrest
-        │       ├── close grippers
-        │       ├── hold closed on backrest?     check: neither gripper closed on air
-        │       └── push (Parallel)
+        │       ├── lower onto backrest          fingers pre-shaped around the panel
+        │       └── push (Parallel)              the grippers close as the base starts (a 0.3 s ramp)
         │           ├── push and nudge (Sequence)
-        │           │   ├── plan push            base offset = target - estimated centre
+        │           │   ├── plan push            base offset = target - estimated centre, 7 cm short
         │           │   ├── push to target       the base carries the held chair
         │           │   └── nudge (Retry x6)     re-estimate; centred? else a correcting base move
         │           ├── chair tipping?           check: the backrest top keeps its height
@@ -23,6 +21,9 @@
 
 The hold pinches the backrest's top edge with both grippers instead of the paper's hug around it: the
 chair then follows the base in every direction (the base is holonomic) and stops when the base stops.
+Closing is not a step of its own: the push commands closed grippers from its first tick, so the ~10 steps
+the fingers take to close overlap the base's ramp-up, and "backrest in grippers?" fails the attempt if a
+gripper closes on air.
 """
 
 from __future__ import annotations
@@ -33,13 +34,14 @@ from py_trees.common import ParallelPolicy
 from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
 from .chair_nodes import (
     MAX_NUDGE_M,
+    PUSH_STOP_SHORT_M,
     ChairCentered,
     ChairUpright,
     PerceiveChair,
     PlanBackrestHold,
     PlanPush,
 )
-from .common import HoldStill, OperateGripper, StepTimeout, Tools
+from .common import HoldStill, StepTimeout, Tools
 
 MAX_ATTEMPTS = 3
 MAX_NUDGES = 6
@@ -57,7 +59,7 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     centred_or_nudge = py_trees.composites.Selector("centred or nudge", memory=True, children=[
         ChairCentered("chair centred?", tools), nudge_once])
     push_and_nudge = py_trees.composites.Sequence("push and nudge", memory=True, children=[
-        PlanPush("plan push", tools),
+        PlanPush("plan push", tools, stop_short_m=PUSH_STOP_SHORT_M),
         StepTimeout("push in time?", MoveBaseHolding("push to target", tools, "push_offset_W"), 400, tools),
         py_trees.decorators.Retry("nudge", centred_or_nudge, MAX_NUDGES),
     ])
@@ -76,8 +78,6 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         StepTimeout("lowered in time?", MoveBothArms("lower onto backrest", tools, "q_grasp", "X_WG_grasp",
                                                      position_tolerance_m=0.012, speed_fraction=0.9,
                                                      gripper_key="preshape_opening_m"), 100, tools),
-        OperateGripper("close grippers", tools, "close", max_steps=15),
-        GrippersHolding("hold closed on backrest?", tools),
         push,
     ])
     task = py_trees.composites.Sequence("task", memory=True, children=[

@@ -155,6 +155,26 @@ class JointReference:
         return (tick, self.q, self.ff, self.k)
 
 
+class ProgressWatch:
+    """Whether a move is still getting closer: the best error so far, and the steps since it last improved
+    (by at least ``min_gain``) counted once the move's reference has arrived. ``stalled`` after ``patience``
+    such steps: the robot is blocked (or held short by a contact)."""
+
+    def __init__(self, patience: int, min_gain: float = 1e-3):
+        self.patience, self.min_gain = patience, min_gain
+        self.reset()
+
+    def reset(self) -> None:
+        self.best, self.steps_since_best = math.inf, 0
+
+    def stalled(self, error: float, arrived: bool) -> bool:
+        if error < self.best - self.min_gain:
+            self.best, self.steps_since_best = error, 0
+        elif arrived:
+            self.steps_since_best += 1
+        return self.steps_since_best > self.patience
+
+
 class MoveToConfiguration(Skill):
     """Drive the base and arm to the joint configuration under ``target_key`` along a :class:`JointReference`.
 
@@ -181,13 +201,14 @@ class MoveToConfiguration(Skill):
         self.target_key, self.pose_key = target_key, pose_key
         self.lateral_tolerance_m, self.axial_tolerance_m = lateral_tolerance_m, axial_tolerance_m
         self.angle_tolerance_rad, self.base_tolerance_m = angle_tolerance_rad, base_tolerance_m
-        self.gripper, self.patience, self.accept_stall_m = gripper, patience, accept_stall_m
+        self.gripper, self.accept_stall_m = gripper, accept_stall_m
+        self.progress = ProgressWatch(patience)
         self.accept_stall_axial_m = accept_stall_axial_m
         self.preshape_margin_m = preshape_margin_m
         self.reference = JointReference(tools, speed_fraction)
 
     def initialise(self):
-        self.best_error, self.steps_since_best = math.inf, 0
+        self.progress.reset()
         self.started = False
 
     def update(self):
@@ -219,21 +240,16 @@ class MoveToConfiguration(Skill):
         qvel, arrived = self.reference.advance(q_target, obs)
         self.bb.reference = self.reference.handover(self.bb.tick)
 
-        error = position_error + 0.2 * angle_error
-        if error < self.best_error - 1e-3:
-            self.best_error, self.steps_since_best = error, 0
-        elif arrived:
-            self.steps_since_best += 1
-            if self.steps_since_best > self.patience:
-                held_short = lateral_error < self.accept_stall_m and axial_error < self.accept_stall_axial_m
-                if tolerance_G is not None:  # short along the approach only, aligned otherwise
-                    offset_G = X_WG_goal[:3, :3].T @ offset
-                    held_short = bool(np.all(np.abs(offset_G[:2]) < tolerance_G[:2])
-                                      and abs(offset_G[2]) < self.accept_stall_axial_m)
-                if held_short and angle_error < 2 * self.angle_tolerance_rad:
-                    self.feedback_message = f"held short by contact: {self.feedback_message}"
-                    return Status.SUCCESS
-                return self.fail(f"no progress: {self.feedback_message}")
+        if self.progress.stalled(position_error + 0.2 * angle_error, arrived):
+            held_short = lateral_error < self.accept_stall_m and axial_error < self.accept_stall_axial_m
+            if tolerance_G is not None:  # short along the approach only, aligned otherwise
+                offset_G = X_WG_goal[:3, :3].T @ offset
+                held_short = bool(np.all(np.abs(offset_G[:2]) < tolerance_G[:2])
+                                  and abs(offset_G[2]) < self.accept_stall_axial_m)
+            if held_short and angle_error < 2 * self.angle_tolerance_rad:
+                self.feedback_message = f"held short by contact: {self.feedback_message}"
+                return Status.SUCCESS
+            return self.fail(f"no progress: {self.feedback_message}")
         gripper = self.gripper
         if self.preshape_margin_m is not None and self.bb.grasp is not None and not self.bb.attempt:
             gripper = min(self.bb.grasp.width_m + self.preshape_margin_m, tools.model.gripper_max_opening_m)

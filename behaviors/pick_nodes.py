@@ -28,7 +28,12 @@ from py_trees.common import Status
 from handleit.perception.grasp_refinement import closing_shift_m, recenter_grasp
 from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
 from handleit.perception.point_cloud import voxel_downsample
-from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
+from handleit.perception.tabletop_objects import (
+    TabletopObject,
+    estimate_support_height,
+    estimate_tabletop_object,
+    top_down_grasps,
+)
 from handleit.types import Observation, RobotModel
 
 from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools
@@ -204,21 +209,28 @@ class PlanPick(Skill):
     order until one has IK solutions for its pregrasp and grasp poses and mplib finds a collision-free arm
     path to the pregrasp, the observed scene (robot points removed, the target included) as obstacles.
 
+    ``footprint=True``: the candidates are instead the top-down grasps across the target's footprint
+    rectangle (:func:`~handleit.perception.tabletop_objects.top_down_grasps`), the fallback for when the
+    predictor finds none (sparse or oddly turned views).
+
     Writes the grasp, its poses and joint targets, the path (``arm_plan``) and the target as seen now.
     FAILURE ("no plan") when no candidate passes, saying how many failed where."""
 
-    def __init__(self, name, tools, max_candidates: int = MAX_GRASP_CANDIDATES):
+    def __init__(self, name, tools, max_candidates: int = MAX_GRASP_CANDIDATES, footprint: bool = False):
         super().__init__(name, tools, reads=("observation", "target", "support_z", "attempt", "failed_grasps"),
                          writes=("grasp", "X_WG_pregrasp", "X_WG_grasp", "q_pregrasp", "q_grasp", "arm_plan",
                                  "target_at_grasp"))
-        self.max_candidates = max_candidates
+        self.max_candidates, self.footprint = max_candidates, footprint
 
     def update(self):
         obs: Observation = self.bb.observation
         tools, target = self.tools, self.bb.target
         start = time.perf_counter()
-        grasps = tools.grasp_predictor.predict(obs.points, obs.masks, table_z=self.bb.support_z,
-                                               seed=int(self.bb.attempt))
+        if self.footprint:
+            grasps = [] if target is None else top_down_grasps(target, tools.model.gripper_max_opening_m)
+        else:
+            grasps = tools.grasp_predictor.predict(obs.points, obs.masks, table_z=self.bb.support_z,
+                                                   seed=int(self.bb.attempt))
         target_points = obs.points[obs.masks["target"]]
         grasps = [recenter_grasp(g, target_points) for g in grasps[: self.max_candidates]]
         grasps = [g for g in grasps if not self._failed_before(g.X_WG, target)]

@@ -8,8 +8,10 @@ ManiSkill3's PickCube-v1 (through ``handleit.ms3_adapter``) and StackCube-v1.
             └── attempt (Sequence, memory)
                 ├── recover                   after a failure: open, raise the hand, remember the failed grasp
                 ├── target seen in time?      wait for the target's points
-                ├── plan grasp (IK + mplib)   ranked grasps; the first with IK and a collision-free arm path
-                │                             to its pregrasp (papers/000 Sec. 5.1)      -> fails: no plan
+                ├── plan grasp (Selector)
+                │   ├── plan grasp (IK + mplib)   the predictor's ranked grasps; the first with IK and a
+                │   │                             collision-free arm path to its pregrasp (papers/000 Sec. 5.1)
+                │   └── plan footprint grasp      fallback: top-down across the target's footprint -> no plan
                 ├── pregrasp in time?         follow the planned path
                 ├── grasp in time?            straight in along the approach
                 ├── close gripper
@@ -68,7 +70,9 @@ def _grasp_steps(tools: Tools) -> list[py_trees.behaviour.Behaviour]:
     return [
         Recover("recover", tools),
         StepTimeout("target seen in time?", WaitForTarget("wait for target", tools), steps(1.0), tools),
-        PlanPick("plan grasp (IK + mplib)", tools),
+        py_trees.composites.Selector("plan grasp", memory=True, children=[
+            PlanPick("plan grasp (IK + mplib)", tools),
+            PlanPick("plan footprint grasp (fallback)", tools, footprint=True)]),
         StepTimeout("pregrasp in time?", FollowPlan("follow arm path", tools), steps(4.0), tools),
         StepTimeout("grasp in time?", MoveToConfiguration(
             # Held short by the object (a finger on its top): close anyway if aligned and within 1 cm.

@@ -141,3 +141,35 @@ def _rectangle_fill(xy: np.ndarray, centre: np.ndarray, axes: np.ndarray, extent
     local = (xy - centre) @ axes.T + extent / 2
     ij = np.clip(np.floor(local / np.maximum(extent / n, 1e-12)).astype(int), 0, n - 1)
     return len(np.unique(ij, axis=0)) / float(n[0] * n[1])
+
+
+def top_down_grasps(obj: TabletopObject, max_opening_m: float = 0.08, clearance_m: float = 0.005,
+                    fingertip_clearance_m: float = 0.016) -> list:
+    """Grasps from straight above across the object's footprint rectangle: the tool centre over its centre,
+    the fingers closing along each side of the rectangle that fits the open hand (the shorter side first),
+    the opening that side plus ``clearance_m`` on each side (m).
+
+    The tool centre sits at the object's mid-height, but at least ``fingertip_clearance_m`` above the support
+    (the Panda's fingertips reach 9.5 mm below the tool centre) and 1 cm below the top. A simple grasp for
+    box-like objects, for when a grasp predictor finds none (ManiSkill's own motion-planning solutions grasp
+    cubes this way, from their privileged oriented bounding box).
+
+    Returns:
+        ``[Grasp]`` (``handleit.types.Grasp``, score 0), possibly empty.
+    """
+    from handleit.types import Grasp
+
+    z = float(np.clip(obj.center_W[2], obj.support_z + fingertip_clearance_m,
+                      max(obj.top_z - 0.01, obj.support_z + fingertip_clearance_m)))
+    approach = np.array([0.0, 0.0, -1.0])
+    grasps = []
+    for k in np.argsort(obj.footprint_extent_m):
+        width = float(obj.footprint_extent_m[k]) + 2 * clearance_m
+        if width > max_opening_m:
+            continue
+        closing = np.array([obj.footprint_axes_W[k, 0], obj.footprint_axes_W[k, 1], 0.0])
+        X = np.eye(4)
+        X[:3, 0], X[:3, 1], X[:3, 2] = np.cross(closing, approach), closing, approach
+        X[:3, 3] = [obj.center_W[0], obj.center_W[1], z]
+        grasps.append(Grasp(X_WG=X, width_m=width, score=0.0))
+    return grasps

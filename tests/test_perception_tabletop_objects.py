@@ -11,6 +11,7 @@ from handleit.perception.tabletop_objects import (
     estimate_support_height,
     estimate_tabletop_object,
     min_area_rectangle,
+    top_down_grasps,
 )
 
 
@@ -56,3 +57,18 @@ def test_min_area_rectangle_and_bad_input():
         estimate_tabletop_object(np.zeros((0, 3)))
     with pytest.raises(ValueError):
         estimate_tabletop_object(np.full((3, 3), np.nan))
+
+
+def test_top_down_grasps_close_across_the_footprint():
+    obj = estimate_tabletop_object(_partial_cube((0.05, -0.03), yaw=0.5), support_z=0.0)
+    grasps = top_down_grasps(obj)
+    assert len(grasps) == 2  # across either pair of faces
+    for g in grasps:
+        np.testing.assert_allclose(g.X_WG[:3, 3], [0.05, -0.03, 0.02], atol=0.002)
+        np.testing.assert_allclose(g.X_WG[:3, 2], [0.0, 0.0, -1.0])  # straight down
+        closing_angle = math.atan2(g.X_WG[1, 1], g.X_WG[0, 1]) % (math.pi / 2)
+        assert closing_angle == pytest.approx(0.5, abs=0.02)  # across the faces, not the diagonal
+        assert g.width_m == pytest.approx(0.05, abs=0.003)  # 4 cm plus 5 mm each side
+        np.testing.assert_allclose(g.X_WG[:3, :3].T @ g.X_WG[:3, :3], np.eye(3), atol=1e-9)
+    wide = estimate_tabletop_object(_partial_cube((0.0, 0.0), yaw=0.0, half=0.05), support_z=0.0)
+    assert top_down_grasps(wide) == []  # 10 cm across: wider than the open hand

@@ -52,7 +52,8 @@ def test_pick_trees_are_registered_and_print_their_checks(pick_cube):
     assert solver.grasp_predictor_name == "antipodal_6dof" and solver.side == "arm"
     solver.reset(robot.reset(seed=0))
     text = solver.unicode_tree(show_status=False)
-    for node in ("perceive", "recover", "plan grasp (IK + mplib)", "pregrasp in time?", "close gripper",
+    for node in ("perceive", "recover", "plan grasp (IK + mplib)", "plan footprint grasp (fallback)",
+                 "pregrasp in time?", "close gripper",
                  "grasp closed on object?", "plan carry (IK)", "object in gripper?", "hold still"):
         assert node in text, node
     assert "object in gripper?" in solver.dot_tree()
