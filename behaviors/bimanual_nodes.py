@@ -17,7 +17,7 @@ from handleit.perception.handle_grasps import flipped_grasp_pose
 from handleit.planning.whole_body_ik import rotation_angle_rad
 from handleit.types import Observation
 
-from .common import FINGER_GAP_EMPTY_M, JointReference, ProgressWatch, Skill, Tools
+from .common import FINGER_GAP_EMPTY_M, JointReference, ProgressWatch, Skill, Tools, finger_gap_m
 
 # Speeding up and slowing down with a held object takes this long (s): a held chair or bucket is pulled by
 # the hands high up, and a hard stop sets it swinging (seconds before it is static again).
@@ -82,11 +82,6 @@ def fastest_hold(tools: Tools, obs: Observation, goal_options, pregrasp_of, weig
     if best is None:
         raise RuntimeError(last)
     return best[1:]
-
-
-def finger_gap_m(tools: Tools, obs: Observation, side: str) -> float:
-    """Distance between the two fingers of one gripper (m): the sum of the two finger joints."""
-    return float(np.sum(obs.qpos[tools.finger_indices[side]]))
 
 
 class MoveBothArms(Skill):
@@ -157,7 +152,7 @@ class GrippersHolding(Skill):
         if self.when is not None and self.bb.get(self.when[0]) != self.when[1]:
             return passed
         obs: Observation = self.bb.observation
-        gaps = {s: finger_gap_m(self.tools, obs, s) for s in self.tools.sides}
+        gaps = {s: finger_gap_m(obs, self.tools, s) for s in self.tools.sides}
         self.feedback_message = ", ".join(f"{s} {1000 * g:.0f} mm" for s, g in gaps.items())
         empty = [s for s, g in gaps.items() if g < self.min_gap_m]
         if empty:

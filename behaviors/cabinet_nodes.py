@@ -26,7 +26,7 @@ from handleit.perception.open_state import OpenStateEstimator
 from handleit.perception.point_cloud import estimate_front_normal, voxel_downsample
 from handleit.types import Grasp, Observation
 
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
 MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable front plane
@@ -52,10 +52,6 @@ def _horizontal_unit(v: np.ndarray) -> np.ndarray | None:
     v = np.array([v[0], v[1], 0.0])
     n = np.linalg.norm(v)
     return v / n if n > 1e-6 else None
-
-
-def finger_gap_m(obs: Observation, tools) -> float:
-    return float(np.sum(obs.qpos[tools.finger_index]))
 
 
 class Perceive(Skill):
@@ -304,22 +300,6 @@ class FollowPath(Skill):
             return Status.SUCCESS
         self.send(qvel, "open")
         return Status.RUNNING
-
-
-class GraspIsHolding(Skill):
-    """Condition: the closed fingers stopped on something (not on each other). Records the clamped gap."""
-
-    def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation",), writes=("grasped", "clamped_gap_m"))
-
-    def update(self):
-        gap = finger_gap_m(self.bb.observation, self.tools)
-        if gap < FINGER_GAP_EMPTY_M:
-            return self.fail(f"fingers closed on nothing (gap {gap * 1000:.1f} mm)")
-        self.bb.grasped = True
-        self.bb.clamped_gap_m = gap
-        self.feedback_message = f"holding, gap {gap * 1000:.1f} mm"
-        return Status.SUCCESS
 
 
 class HandleInGripper(Skill):

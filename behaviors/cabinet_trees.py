@@ -28,7 +28,6 @@ from py_trees.common import ParallelPolicy
 from .cabinet_nodes import (
     ApproachPart,
     FollowPath,
-    GraspIsHolding,
     HandleInGripper,
     MakingProgress,
     Perceive,
@@ -38,7 +37,7 @@ from .cabinet_nodes import (
     Recover,
     WaitForHandle,
 )
-from .common import HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
+from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
 from .door_nodes import BASE_CLEARANCE_M, EstimateHinge, SwingDoorOpen
 
 MAX_ATTEMPTS = 3

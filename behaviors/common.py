@@ -155,6 +155,31 @@ class JointReference:
         return (tick, self.q, self.ff, self.k)
 
 
+def finger_gap_m(obs: Observation, tools: Tools, side: str | None = None) -> float:
+    """Distance between the two fingers of a gripper (m, the sum of its finger joints); ``side`` defaults to
+    the tree's arm."""
+    return float(np.sum(obs.qpos[tools.finger_indices[side or tools.side]]))
+
+
+class GraspIsHolding(Skill):
+    """Check after closing: the fingers stopped on something (not on each other). Records the clamped gap and
+    marks the target grasped."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "grasp"), writes=("grasped", "clamped_gap_m"))
+
+    def update(self):
+        gap = finger_gap_m(self.bb.observation, self.tools)
+        if gap < FINGER_GAP_EMPTY_M:
+            return self.fail(f"fingers closed on nothing (gap {gap * 1000:.1f} mm)")
+        self.bb.grasped = True
+        self.bb.clamped_gap_m = gap
+        planned = self.bb.grasp
+        self.feedback_message = f"holding, gap {gap * 1000:.1f} mm" + (
+            f" (planned {planned.width_m * 1000:.0f} mm)" if planned is not None else "")
+        return Status.SUCCESS
+
+
 class ProgressWatch:
     """Whether a move is still getting closer: the best error so far, and the steps since it last improved
     (by at least ``min_gain``) counted once the move's reference has arrived. ``stalled`` after ``patience``

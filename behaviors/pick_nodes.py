@@ -36,7 +36,7 @@ from handleit.perception.tabletop_objects import (
 )
 from handleit.types import Observation, RobotModel
 
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools, finger_gap_m
 
 MIN_TARGET_POINTS = 5  # fewer points of the target than this: not seen (ManiSkill3's cube shows ~26)
 PREGRASP_DISTANCE_M = 0.05  # back-off along the approach: the grasp sampler checks this much of the hand's path
@@ -101,10 +101,6 @@ def pick_motion_planner(model: RobotModel, side: str):
             model, side, joint_vel_limits=speed, joint_acc_limits=speed / PATH_RAMP_S,
             ignore_below_z_m=TABLE_KEEP_M, time_step_s=0.05)
     return _PLANNERS[key]
-
-
-def finger_gap_m(obs: Observation, tools: Tools) -> float:
-    return float(np.sum(obs.qpos[tools.finger_indices[tools.side]]))
 
 
 def seconds_to_steps(tools: Tools, seconds: float) -> int:
@@ -354,23 +350,6 @@ def _interpolate(plan, t: float) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------------
 # Grasp checks
 # ----------------------------------------------------------------------------------------------------
-class GraspClosedOnObject(Skill):
-    """Check after closing: the fingers stopped on something (not on each other) no wider than the planned
-    opening. Records the clamped gap and marks the target held."""
-
-    def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation", "grasp"), writes=("grasped", "clamped_gap_m"))
-
-    def update(self):
-        gap = finger_gap_m(self.bb.observation, self.tools)
-        if gap < FINGER_GAP_EMPTY_M:
-            return self.fail(f"fingers closed on nothing (gap {gap * 1000:.1f} mm)")
-        self.bb.grasped = True
-        self.bb.clamped_gap_m = gap
-        self.feedback_message = f"holding, gap {gap * 1000:.1f} mm (planned {self.bb.grasp.width_m * 1000:.0f} mm)"
-        return Status.SUCCESS
-
-
 class ObjectInGripper(Skill):
     """Check, every tick of a carry: the fingers still clamp the object (not closed on each other, not pried
     open) and its points move with the hand (their centroid keeps its place relative to the tool centre,

@@ -35,12 +35,11 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import ParallelPolicy
 
-from .common import HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
+from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
 from .pick_nodes import (
     FollowPlan,
     GoalFromTask,
     GoalOnPlaceTarget,
-    GraspClosedOnObject,
     ObjectInGripper,
     ObserveObjects,
     PlanCarry,
@@ -80,7 +79,7 @@ def _grasp_steps(tools: Tools) -> list[py_trees.behaviour.Behaviour]:
             axial_tolerance_m=0.005, angle_tolerance_rad=0.05, patience=steps(0.1), accept_stall_m=0.008,
             accept_stall_axial_m=0.01, speed_fraction=0.4), steps(1.5), tools),
         OperateGripper("close gripper", tools, "close", max_steps=steps(0.6)),
-        GraspClosedOnObject("grasp closed on object?", tools),
+        GraspIsHolding("grasp closed on object?", tools),
     ]
 
 

@@ -20,7 +20,8 @@ from py_trees.common import Status
 
 import handleit.envs
 from handleit.behaviors import TREES, make_tree_solver
-from handleit.behaviors.pick_nodes import GraspClosedOnObject, ObjectInGripper
+from handleit.behaviors.common import GraspIsHolding
+from handleit.behaviors.pick_nodes import ObjectInGripper
 from handleit.behaviors.pick_trees import create_stack_tree
 from handleit.planning.whole_body_ik import WholeBodyIK
 from handleit.sim_robot import SimRobot
@@ -83,7 +84,7 @@ def test_grasp_checks_fail_on_empty_and_slipped_grasps(pick_cube):
     obs = robot.reset(seed=0)
     solver = make_tree_solver("PickCube", robot.model)
     solver.reset(obs)
-    closed = GraspClosedOnObject("grasp closed on object?", solver.tools)
+    closed = GraspIsHolding("grasp closed on object?", solver.tools)
     solver.bb.grasp = type("G", (), {"width_m": 0.05})()
     solver.bb.observation = _with_fingers(obs, 0.001)
     closed.tick_once()
