@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                          "ms3:<env id>, e.g. ms3:PickCube-v1 (success: ManiSkill3's info['success'])")
     ev.add_argument("--split", default="test", help="train, test, or train,test")
     ev.add_argument("--episodes", type=int, default=50, help="episodes per task and split")
-    ev.add_argument("--solver", default="bt", help="bt, bt:<grasp predictor> (e.g. bt:learned_scorer), idle, or package.module:factory")
+    ev.add_argument("--solver", default="bt", help="bt, bt:<grasp predictor> (e.g. bt:learned_scorer), idle, "
+                    "bc:<checkpoint>, td3bc:<checkpoint>, policy:<checkpoint> (handleit train), or "
+                    "package.module:factory")
     ev.add_argument("--max-steps", type=int, default=200, help="episode length in control steps (100 Hz)")
     ev.add_argument("--workers", type=int, default=2)
     ev.add_argument("--seed", type=int, default=0, help="episode i uses seed + i")
@@ -116,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     from handleit.grasp_data import add_commands as add_grasp_data_commands
 
     add_grasp_data_commands(sub)
+    # Demonstrations for the learned baselines: `demos` (record the trees) and `convert-demos` (controllers).
+    from handleit.baselines.demos import add_commands as add_demo_commands
+
+    add_demo_commands(sub)
+    # Learned baselines: `train` (BC, TD3+BC on demonstrations) and `compare` (the success table of solvers).
+    from handleit.baselines.commands import add_commands as add_baseline_commands
+
+    add_baseline_commands(sub)
     args = parser.parse_args(argv)
     from handleit.evaluation import OutputInUse
 

@@ -188,7 +188,9 @@ def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: 
     for i in range(episodes):
         video = None
         if i in video_episodes and video_dir is not None:
-            video = str(Path(video_dir) / f"{task.replace(':', '_')}-{split}-{solver.replace(':', '_')}-{max_steps}-ep{i:03d}.mp4")
+            # A solver name may hold a checkpoint's path (bc:outputs/x.pt): no folders in the file name.
+            name = solver.replace(":", "_").replace("/", "_")
+            video = str(Path(video_dir) / f"{task.replace(':', '_')}-{split}-{name}-{max_steps}-ep{i:03d}.mp4")
         specs.append(EpisodeSpec(task, split, i, seeds[i], ids[i % len(ids)], solver, max_steps, video))
     return specs
 

@@ -266,6 +266,9 @@ class ManiSkill3Robot:
         ``"close"``, ``"hold"`` (keep the fingers where they were when the hold began, as the bundled envs'
         zero finger velocity does), or an opening (m, between the fingers)."""
         m = self.model
+        if command.normalized_qvel is not None:  # a bundled env's action layout: not ManiSkill3's pd_joint_vel
+            raise ValueError("ManiSkill3Robot drives ManiSkill3's pd_joint_vel controller; a command's "
+                             "normalized_qvel (the bundled envs' normalized_joint_vel action) cannot be applied")
         qvel = np.asarray(command.qvel, dtype=np.float64)
         if qvel.shape != (len(m.joint_names),):
             raise ValueError(f"command.qvel has shape {qvel.shape}, expected ({len(m.joint_names)},) "

@@ -90,8 +90,16 @@ class SimRobot:
         )
 
     def action_of(self, command: Command) -> np.ndarray:
-        """The env's normalized action for a command: x/y velocities to the base frame, grippers to fingers."""
+        """The env's normalized action for a command: x/y velocities to the base frame, grippers to fingers;
+        a command's ``normalized_qvel`` is that action already and passes unchanged (after checks)."""
         m = self.model
+        if command.normalized_qvel is not None:
+            action = np.asarray(command.normalized_qvel, dtype=np.float32)
+            if action.shape != (len(m.joint_names),):
+                raise ValueError(f"command.normalized_qvel has shape {action.shape}, expected ({len(m.joint_names)},)")
+            if not np.all(np.isfinite(action)):
+                raise ValueError("command.normalized_qvel contains NaN or inf")
+            return action
         qvel = np.asarray(command.qvel, dtype=np.float64).copy()
         if qvel.shape != (len(m.joint_names),):
             raise ValueError(f"command.qvel has shape {qvel.shape}, expected ({len(m.joint_names)},)")

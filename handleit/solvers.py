@@ -9,8 +9,10 @@ A solver maps observations to commands through the robot interface only:
 
 Names: ``bt`` (the task's behavior tree), ``bt:<grasp predictor>`` (the tree with a registered grasp
 predictor instead of the task's default, e.g. ``bt:learned_scorer``), ``idle`` (does nothing: a floor for
-every table), or ``package.module:factory`` for a user's solver, where ``factory(task=..., model=...)``
-returns an object with ``reset``, ``step`` and optionally ``failed_node`` and ``diagnostics()``.
+every table), ``bc:<checkpoint>``, ``td3bc:<checkpoint>`` or ``policy:<checkpoint>`` (a trained policy,
+``handleit.baselines.policy``; ``{task}`` in the path is replaced by the task's name), or
+``package.module:factory`` for a user's solver, where ``factory(task=..., model=...)`` returns an object
+with ``reset``, ``step`` and optionally ``failed_node`` and ``diagnostics()``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ def make_solver(spec: str, task: str, model: RobotModel) -> Solver:
             raise ValueError(f"solver {spec!r}: unknown grasp predictor {predictor!r}; "
                              f"available: {', '.join(available_grasp_predictors())}")
         return make_tree_solver(task, model, grasp_predictor=predictor)
+    if spec.partition(":")[0] in ("bc", "td3bc", "policy"):  # a trained policy (handleit.baselines.policy)
+        from handleit.baselines.policy import make_policy_solver
+
+        return make_policy_solver(spec, task, model)
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
         try:
@@ -75,5 +81,5 @@ def make_solver(spec: str, task: str, model: RobotModel) -> Solver:
         except (ImportError, AttributeError) as e:
             raise ValueError(f"cannot load solver {spec!r}: {e}") from None
         return factory(task=task, model=model)
-    raise ValueError(f"unknown solver {spec!r}; choose 'bt', 'bt:<grasp predictor>', 'idle' or "
-                     f"'package.module:factory'")
+    raise ValueError(f"unknown solver {spec!r}; choose 'bt', 'bt:<grasp predictor>', 'idle', "
+                     f"'bc:<checkpoint>', 'td3bc:<checkpoint>', 'policy:<checkpoint>' or 'package.module:factory'")

@@ -43,10 +43,18 @@ class Observation:
 
 @dataclass(frozen=True)
 class Command:
-    """Joint velocity targets for the controlled joints (base and arms), and one command per gripper."""
+    """Joint velocity targets for the controlled joints (base and arms), and one command per gripper.
+
+    ``normalized_qvel``, when given, is the whole command as the challenge's action (papers/002 footnote 2):
+    every joint's velocity as a fraction in [-1, 1] of its velocity limit (``RobotModel.velocity_limits``),
+    fingers included, base x/y in the base frame. A robot applies it as it is and ignores ``qvel`` and
+    ``gripper`` (kept consistent, for logs): learned policies trained on the envs' actions use it, so that
+    their actions reach the robot unchanged.
+    """
 
     qvel: np.ndarray  # [dof] target velocities in the robot's joint order; finger joints are ignored
     gripper: dict[str, GripperCommand] = field(default_factory=dict)  # arm side -> open/close/hold/opening (m)
+    normalized_qvel: np.ndarray | None = None  # [dof] in [-1, 1], robot joint order; overrides qvel and gripper
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,758 @@
+"""Demonstrations: roll out a task's behavior tree on its train split and keep the successful episodes.
+
+File layout (ManiSkill's trajectory files, ``mani_skill.trajectory``): one HDF5 file and one JSON sidecar per
+task, ``<out>/<task>.h5`` and ``<out>/<task>.json``.
+
+HDF5, one group ``traj_<i>`` per kept episode (T control steps)::
+
+    obs/pointcloud/xyz         [T+1, P, 3] float32   fused point cloud (frame: env_info.obs_config.frame), m
+    obs/pointcloud/rgb         [T+1, P, 3] uint8
+    obs/pointcloud/<mask>      [T+1, P]    bool      one per env mask (env_info.obs_config.mask_names)
+    obs/agent/qpos, qvel       [T+1, dof]  float32   joint positions (m, rad) and velocities
+    obs/agent/base_pose        [T+1, 7]    float32   X_WB as (x, y, z, qw, qx, qy, qz)
+    obs/agent/tcp_pose         [T+1, 7*arms] float32 X_WT per arm, same layout
+    obs/extra/<name>           [T+1, ...]  float32   task extras where the task has them (goal_pos, m)
+    actions                    [T, A]      float32   the env action actually sent (env_info.control_mode)
+    rewards                    [T]         float32   the env's sparse reward
+    success, terminated, truncated [T]     bool
+
+Entry t of ``obs`` is the observation before ``actions[t]``; entry T the last one. The point cloud is the
+env's fused cloud after dropping invalid pixels (and, with ``min_height_m``, points at or below that height in
+the world, papers/000 F.3's ground removal), resampled to a fixed P points (papers/000 F.3: 1200): without
+replacement when enough points remain, with replacement otherwise. A group's attributes hold its episode's
+metadata (``episode``, JSON) and ``complete`` (set last, after every dataset is written).
+
+JSON: ``env_info`` (env_id, task, control_mode, max_episode_steps, obs_config, points, action_dim, ...),
+``episodes`` (one per group, in order: episode_id = i of ``traj_<i>``, seed, model_id, split, control_mode,
+elapsed_steps, success, solver, reset_kwargs) and ``failed_episodes`` (rollouts that did not succeed: not in
+the HDF5 file, listed so that a resumed run skips them), ``num_failed``.
+
+Never corrupt on interruption: each episode is written by its worker to a part file, renamed when complete;
+the recorder alone appends complete part files to the main file (with SIGINT/SIGTERM held off while it does),
+marks the group complete, flushes, then replaces the JSON atomically (tmp + ``os.replace``). On restart a
+group that is not marked complete or does not read back whole (a kill mid-append) is dropped, and the JSON
+is rebuilt from the complete groups. ``resume=True`` skips episodes (split, seed, model) already recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+
+DEFAULT_POINTS = 1200  # papers/000 Appendix F.3
+DEFAULT_SOLVER = "bt"
+FORMAT = "handleit-demos/1"
+_COMPRESSION = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+_STEP_KEYS = ("actions", "rewards", "success", "terminated", "truncated")  # [T] datasets of every group
+
+
+# ----------------------------------------------------------------------------------------------------
+# Observations
+# ----------------------------------------------------------------------------------------------------
+def downsample_point_cloud(xyz: np.ndarray, rgb: np.ndarray, masks: dict[str, np.ndarray], points: int,
+                           rng: np.random.Generator, min_height_m: float | None = None) -> dict[str, np.ndarray]:
+    """A fixed-size sample of a point cloud whose invalid points are already dropped.
+
+    Args:
+        xyz: [N, 3] points (m), in the world frame when ``min_height_m`` is given.
+        rgb: [N, 3] uint8 colours; masks: name -> [N] bool.
+        points: the number of points returned; drawn without replacement when at least ``points`` remain,
+            with replacement otherwise; all zeros (masks False) when none remain.
+        min_height_m: drop points with z <= this (the floor or the table top at z = 0: papers/000 F.3's
+            ground removal); None keeps every point.
+
+    Returns:
+        {"xyz": [points, 3] float32, "rgb": [points, 3] uint8, <mask>: [points] bool}.
+    """
+    xyz = np.asarray(xyz)
+    if xyz.ndim != 2 or xyz.shape[1] != 3:
+        raise ValueError(f"xyz has shape {xyz.shape}, expected [N, 3]")
+    if points < 1:
+        raise ValueError(f"points must be >= 1, got {points}")
+    keep = np.ones(len(xyz), dtype=bool) if min_height_m is None else xyz[:, 2] > min_height_m
+    candidates = np.flatnonzero(keep)
+    if len(candidates) == 0:
+        out = {"xyz": np.zeros((points, 3), np.float32), "rgb": np.zeros((points, 3), np.uint8)}
+        return out | {name: np.zeros(points, bool) for name in masks}
+    index = candidates[rng.choice(len(candidates), size=points, replace=len(candidates) < points)]
+    out = {"xyz": xyz[index].astype(np.float32), "rgb": np.asarray(rgb)[index].astype(np.uint8)}
+    return out | {name: np.asarray(m)[index].astype(bool) for name, m in masks.items()}
+
+
+def demo_obs_of_env_obs(env_obs: dict, mask_names: tuple[str, ...], points: int, rng: np.random.Generator,
+                        min_height_m: float | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """One step of ``obs`` as the demo files store it, from a handleit env's ``pointcloud`` observation."""
+    pc = env_obs["pointcloud"]
+    valid = np.asarray(pc["valid"], dtype=bool)
+    cloud = downsample_point_cloud(pc["xyz"][valid], pc["rgb"][valid], {m: pc[m][valid] for m in mask_names},
+                                   points, rng, min_height_m)
+    agent = {k: np.asarray(env_obs["agent"][k], dtype=np.float32) for k in ("qpos", "qvel", "base_pose", "tcp_pose")}
+    obs = {"pointcloud": cloud, "agent": agent}
+    if env_obs.get("extra"):
+        obs["extra"] = {k: np.asarray(v, dtype=np.float32) for k, v in env_obs["extra"].items()}
+    return obs
+
+
+def demo_obs_of_observation(observation, points: int, rng: np.random.Generator,
+                            min_height_m: float | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """The same dict from a robot-interface :class:`~handleit.types.Observation` (what a policy sees when it
+    runs through the harness): same sampling, same layout, so that training and acting agree."""
+    from handleit.types import Observation
+
+    if not isinstance(observation, Observation):
+        raise TypeError(f"expected a handleit.types.Observation, got {type(observation).__name__}")
+    cloud = downsample_point_cloud(observation.points, observation.colors, observation.masks, points, rng,
+                                   min_height_m)
+    agent = {
+        "qpos": np.asarray(observation.qpos, np.float32),
+        "qvel": np.asarray(observation.qvel, np.float32),
+        "base_pose": _matrix_to_pose7(observation.X_WB),
+        "tcp_pose": np.concatenate([_matrix_to_pose7(X) for X in observation.X_WT.values()]).astype(np.float32),
+    }
+    obs = {"pointcloud": cloud, "agent": agent}
+    if observation.goal_W is not None:
+        obs["extra"] = {"goal_pos": np.asarray(observation.goal_W, np.float32)}
+    return obs
+
+
+def _matrix_to_pose7(X: np.ndarray) -> np.ndarray:
+    """4x4 -> (x, y, z, qw, qx, qy, qz), float32, qw >= 0."""
+    from scipy.spatial.transform import Rotation
+
+    x, y, z, w = Rotation.from_matrix(np.asarray(X)[:3, :3]).as_quat()
+    q = np.array([w, x, y, z]) * (1.0 if w >= 0 else -1.0)
+    return np.concatenate([np.asarray(X)[:3, 3], q]).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------------
+# One episode in memory, and its HDF5 group
+# ----------------------------------------------------------------------------------------------------
+@dataclass
+class EpisodeData:
+    """One episode: T+1 observations, T steps; ``meta`` is its JSON entry (without episode_id)."""
+
+    meta: dict[str, Any]
+    obs: list[dict] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    success: list[bool] = field(default_factory=list)
+    terminated: list[bool] = field(default_factory=list)
+    truncated: list[bool] = field(default_factory=list)
+
+    def add_step(self, action, reward, success, terminated, truncated, next_obs) -> None:
+        self.actions.append(np.asarray(action, np.float32))
+        self.rewards.append(float(reward))
+        self.success.append(bool(success))
+        self.terminated.append(bool(terminated))
+        self.truncated.append(bool(truncated))
+        self.obs.append(next_obs)
+
+    def write_group(self, group) -> None:
+        """Write the datasets into an (empty) h5py group; the metadata as its ``episode`` attribute."""
+        if len(self.obs) != len(self.actions) + 1:
+            raise ValueError(f"an episode needs T+1 observations for T actions, got {len(self.obs)} and "
+                             f"{len(self.actions)}")
+        for section in self.obs[0]:
+            for key in self.obs[0][section]:
+                data = np.stack([o[section][key] for o in self.obs])
+                options = _COMPRESSION if data.ndim >= 2 and data.nbytes > 4096 else {}
+                group.create_dataset(f"obs/{section}/{key}", data=data, **options)
+        group.create_dataset("actions", data=np.stack(self.actions).reshape(len(self.actions), -1))
+        group.create_dataset("rewards", data=np.asarray(self.rewards, np.float32))
+        for key in ("success", "terminated", "truncated"):
+            group.create_dataset(key, data=np.asarray(getattr(self, key), bool))
+        group.attrs["episode"] = json.dumps(self.meta)
+
+
+def write_part_file(path: Path, episode: EpisodeData) -> Path:
+    """Write one episode to ``path`` (group ``traj``) through a temporary name: the file exists only whole."""
+    import h5py
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with h5py.File(tmp, "w") as f:
+        episode.write_group(f.create_group("traj"))
+    os.replace(tmp, path)
+    return path
+
+
+def _check_group(group) -> int:
+    """T of a complete, readable episode group; raises if it is incomplete or truncated."""
+    if not group.attrs.get("complete", False):
+        raise ValueError("not marked complete")
+    json.loads(group.attrs["episode"])
+    T = len(group["actions"])
+    for key in _STEP_KEYS:
+        if len(group[key]) != T:
+            raise ValueError(f"{key} has {len(group[key])} entries, actions {T}")
+    for section in group["obs"].values():
+        for key, data in section.items():
+            if len(data) != T + 1:
+                raise ValueError(f"obs {key} has {len(data)} entries, expected {T + 1}")
+            _ = data[-1]  # read the last chunk: a cut-off write fails here
+    return T
+
+
+# ----------------------------------------------------------------------------------------------------
+# The demonstration file pair (HDF5 + JSON), appended by one writer
+# ----------------------------------------------------------------------------------------------------
+class DemoFileWriter:
+    """``<out>/<name>.h5`` and ``<out>/<name>.json``: opened (repaired if a previous run was cut off), then
+    appended one complete episode at a time. One writer per file (``handleit.evaluation.OutputInUse``)."""
+
+    def __init__(self, out_dir: Path, name: str, env_info: dict, resume: bool):
+        self.out_dir = Path(out_dir)
+        self.h5_path = self.out_dir / f"{name}.h5"
+        self.json_path = self.out_dir / f"{name}.json"
+        self.parts_dir = self.out_dir / f".{name}.parts"
+        self.env_info = env_info
+        self.resume = resume
+        self._stack = contextlib.ExitStack()
+        self.repairs: list[str] = []  # what opening had to fix, for the log
+
+    def __enter__(self) -> Self:
+        import h5py
+
+        from handleit.evaluation import _sole_writer
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._stack.enter_context(_sole_writer(self.h5_path))
+        exists = self.h5_path.exists() or self.json_path.exists()
+        if exists and not self.resume:
+            self._stack.close()
+            raise FileExistsError(f"{self.h5_path} already exists: resume it (--resume) or choose another "
+                                  f"output folder (--out)")
+        old = json.loads(self.json_path.read_text()) if self.json_path.exists() else {}
+        if old.get("env_info"):
+            _check_same_env_info(old["env_info"], self.env_info, self.h5_path)
+        self.failed_episodes: list[dict] = list(old.get("failed_episodes", []))
+        try:
+            self.file = h5py.File(self.h5_path, "a")
+        except OSError as error:  # the HDF5 file itself is unreadable: keep it aside, start a new one
+            aside = self.h5_path.with_name(f"{self.h5_path.name}.corrupt-{int(time.time())}")
+            os.replace(self.h5_path, aside)
+            self.repairs.append(f"{self.h5_path.name} could not be opened ({error}); moved to {aside.name}")
+            self.file = h5py.File(self.h5_path, "a")
+        self._stack.callback(self.file.close)
+        self.episodes = self._complete_episodes()
+        self.file.attrs["format"] = FORMAT
+        self.file.flush()
+        self._write_json()
+        self.parts_dir.mkdir(exist_ok=True)
+        self._adopt_parts()
+        return self
+
+    def _adopt_parts(self) -> None:
+        """Append the complete part files a cut-off run left (episodes it finished but did not append);
+        remove its half-written ones."""
+        import h5py
+
+        for tmp in self.parts_dir.glob("*.tmp"):
+            tmp.unlink()
+        done = self.done_keys()
+        for part in sorted(self.parts_dir.glob("*.h5")):
+            try:
+                with h5py.File(part, "r") as f:
+                    key = self.key(json.loads(f["traj"].attrs["episode"]))
+            except (OSError, KeyError, ValueError) as error:
+                part.unlink()
+                self.repairs.append(f"removed unreadable part file {part.name} ({error})")
+                continue
+            if key in done:
+                part.unlink()
+                continue
+            entry = self.append(part)
+            done.add(key)
+            self.repairs.append(f"appended traj_{entry['episode_id']} from a finished part file {part.name}")
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+        with contextlib.suppress(OSError):
+            self.parts_dir.rmdir()  # only if empty: parts of episodes not appended stay for inspection
+
+    def _complete_episodes(self) -> list[dict]:
+        """Drop groups that are not complete (a kill mid-append); renumber nothing: the JSON follows the file."""
+        episodes = []
+        names = sorted((k for k in self.file if k.startswith("traj_")), key=lambda k: int(k.split("_")[1]))
+        for name in names:
+            try:
+                T = _check_group(self.file[name])
+            except (OSError, KeyError, ValueError, RuntimeError) as error:  # not readable whole: cut off
+                del self.file[name]
+                self.repairs.append(f"dropped incomplete group {name} ({error})")
+                continue
+            meta = json.loads(self.file[name].attrs["episode"])
+            episodes.append({"episode_id": int(name.split("_")[1]), **meta, "elapsed_steps": T})
+        return episodes
+
+    # The keys that make two rollouts the same episode.
+    @staticmethod
+    def key(meta: dict) -> tuple:
+        return (meta["split"], int(meta["seed"]), str(meta["model_id"]))
+
+    def done_keys(self) -> set[tuple]:
+        return {self.key(e) for e in self.episodes} | {self.key(e) for e in self.failed_episodes}
+
+    def append(self, part_path: Path) -> dict:
+        """Append the episode of a part file as the next ``traj_<i>``; return its JSON entry."""
+        import h5py
+
+        i = max([e["episode_id"] for e in self.episodes], default=-1) + 1
+        name = f"traj_{i}"
+        with _signals_held():
+            with h5py.File(part_path, "r") as part:
+                meta = json.loads(part["traj"].attrs["episode"])
+                part.copy(part["traj"], self.file, name=name)
+            self.file[name].attrs["complete"] = True
+            self.file.flush()
+            entry = {"episode_id": i, **meta, "elapsed_steps": len(self.file[name]["actions"])}
+            self.episodes.append(entry)
+            self._write_json()
+        Path(part_path).unlink()
+        return entry
+
+    def add_failure(self, meta: dict) -> None:
+        self.failed_episodes.append(meta)
+        with _signals_held():
+            self._write_json()
+
+    def _write_json(self) -> None:
+        doc = {"format": FORMAT, "env_info": self.env_info, "episodes": self.episodes,
+               "failed_episodes": self.failed_episodes, "num_failed": len(self.failed_episodes)}
+        tmp = self.json_path.with_name(self.json_path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, self.json_path)
+
+
+def _check_same_env_info(old: dict, new: dict, path: Path) -> None:
+    """A resumed file must hold episodes of the same env, controller, horizon and observation layout."""
+    for key in ("env_id", "control_mode", "max_episode_steps", "points", "obs_config", "source"):
+        if old.get(key) != new.get(key):
+            raise ValueError(f"cannot resume {path}: its {key} is {old.get(key)!r}, this run's is "
+                             f"{new.get(key)!r}; choose another output folder (--out)")
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT and SIGTERM off while the files change (delivered after): a Ctrl-C or a polite kill cannot
+    cut an append in half. Only SIGKILL or a power cut can, and opening the file drops what they leave."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, ValueError):  # not POSIX, or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Recording (runs in the recorder's process or in worker processes)
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecordOptions:
+    points: int = DEFAULT_POINTS
+    min_height_m: float | None = None
+    parts_dir: str = ""
+
+
+class RecordingWrapper:
+    """Wraps an env: passes reset and step through and keeps what went in and out, in demo layout."""
+
+    def __init__(self, env, episode: EpisodeData, points: int, rng: np.random.Generator,
+                 min_height_m: float | None):
+        self.env, self.episode = env, episode
+        self._obs_of = lambda o: demo_obs_of_env_obs(o, tuple(env.unwrapped.mask_names), points, rng, min_height_m)
+
+    @property
+    def unwrapped(self):
+        return self.env.unwrapped
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.episode.obs = [self._obs_of(obs)]
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.episode.add_step(action, reward, info.get("success", False), terminated, truncated, self._obs_of(obs))
+        return obs, reward, terminated, truncated, info
+
+
+_ENVS: dict[tuple, Any] = {}  # one env per (task, split, max_steps) in a process, as the evaluation harness
+
+
+def _env(task: str, split: str, max_steps: int, control_mode: str = "normalized_joint_vel"):
+    import handleit.envs
+
+    key = (task, split, max_steps, control_mode)
+    if key not in _ENVS:
+        _ENVS[key] = handleit.envs.make(task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps,
+                                        control_mode=control_mode)
+    return _ENVS[key]
+
+
+def record_episode(spec, options: RecordOptions) -> dict:
+    """Roll out ``spec`` (a :class:`handleit.evaluation.EpisodeSpec`) with its solver through
+    :class:`~handleit.sim_robot.SimRobot`; write the episode to a part file when it succeeds.
+
+    Returns {"meta": JSON entry, "part": path or None, "wall_time_s", "error": traceback or None}.
+    """
+    from handleit.sim_robot import SimRobot
+    from handleit.solvers import make_solver
+
+    start = time.perf_counter()
+    meta = {"index": spec.index, "seed": spec.seed, "model_id": spec.model_id, "split": spec.split,
+            "control_mode": "normalized_joint_vel", "solver": spec.solver,
+            "reset_kwargs": {"seed": spec.seed, "options": {"model_id": spec.model_id}}}
+    result = {"meta": meta, "part": None, "error": None}
+    try:
+        episode = EpisodeData(meta)
+        env = RecordingWrapper(_env(spec.task, spec.split, spec.max_steps), episode, options.points,
+                               np.random.default_rng(spec.seed), options.min_height_m)
+        robot = SimRobot(env)
+        observation = robot.reset(seed=spec.seed, options={"model_id": spec.model_id})
+        solver = make_solver(spec.solver, spec.task, robot.model)
+        solver.reset(observation)
+        while not robot.done:
+            robot.act(solver.step(observation))
+            observation = robot.observe()
+        meta.update(success=bool(robot.info.get("success", False)), elapsed_steps=robot.steps,
+                    target_link=robot.info.get("target_link"))
+        if not meta["success"]:
+            meta["failed_node"] = getattr(solver, "failed_node", None) or "timeout"
+        meta["wall_time_s"] = round(time.perf_counter() - start, 3)
+        if meta["success"]:
+            path = Path(options.parts_dir) / f"{spec.split}-{spec.seed}-{spec.model_id}.h5"
+            result["part"] = str(write_part_file(path, episode))
+    except Exception:  # noqa: BLE001  one bad episode must not end the run: report it, retry it on resume
+        result["error"] = traceback.format_exc(limit=8)
+    result["wall_time_s"] = time.perf_counter() - start
+    return result
+
+
+def run_jobs(jobs: list, work: Callable, workers: int, on_result: Callable[[Any, dict], None],
+             max_pool_restarts: int = 3) -> None:
+    """Run ``work(job)`` for every job, in this process (``workers <= 1``) or in ``workers`` spawned
+    processes; ``on_result(job, result)`` runs here, in completion order. A worker that dies (segfault, out
+    of memory) breaks the pool: the jobs not done are resubmitted to a new one, at most ``max_pool_restarts``
+    times, then reported as errors."""
+    if workers <= 1:
+        for job in jobs:
+            on_result(job, work(job))
+        return
+    import multiprocessing as mp
+
+    todo = list(jobs)
+    for attempt in range(max_pool_restarts + 1):
+        if not todo:
+            return
+        done = set()
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("spawn"))
+        try:
+            futures = {pool.submit(work, job): n for n, job in enumerate(todo)}
+            for future in as_completed(futures):
+                n = futures[future]
+                result = future.result()
+                done.add(n)
+                on_result(todo[n], result)
+            pool.shutdown()
+            return
+        except BrokenProcessPool:
+            pool.shutdown(wait=False, cancel_futures=True)
+            todo = [job for n, job in enumerate(todo) if n not in done]
+            if attempt == max_pool_restarts:
+                for job in todo:
+                    on_result(job, {"error": "worker process died", "part": None, "meta": {}})
+        except BaseException:  # Ctrl-C, or on_result failed: stop the workers now, not after every job
+            for process in list((pool._processes or {}).values()):
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def record_demos(task: str, split: str = "train", episodes: int = 100, out: Path | str = "demos",
+                 max_steps: int = 1000, seed: int = 0, points: int = DEFAULT_POINTS, workers: int = 1,
+                 resume: bool = False, solver: str = DEFAULT_SOLVER, min_height_m: float | None = None,
+                 log: Callable[[str], None] | None = print) -> dict:
+    """Roll out ``solver`` (the task's behavior tree) on ``episodes`` episodes of ``split`` (episode i: seed
+    ``seed + i``, object ``i mod n``, as the evaluation harness) and append the successful ones to
+    ``<out>/<task>.h5`` (+ ``.json``). ``resume`` continues an existing file, skipping the episodes it holds
+    or lists as failed. Returns counts: kept, failed, errors, skipped, and the mean wall time per episode.
+    """
+    import handleit.envs
+    from handleit.evaluation import episode_specs
+
+    if task.startswith("ms3:"):
+        raise ValueError("demonstrations are recorded on the bundled tasks; ManiSkill3 has its own demos")
+    if episodes < 0 or max_steps < 1 or points < 1:
+        raise ValueError(f"episodes ({episodes}) must be >= 0, max_steps ({max_steps}) and points ({points}) >= 1")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    specs = episode_specs(task, split, episodes, solver, max_steps, seed)  # ValueError for an unknown task
+    env = _env(task, split, max_steps) if workers <= 1 else handleit.envs.make(
+        task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps)
+    base = env.unwrapped
+    if min_height_m is not None and base.pointcloud_frame != "world":
+        raise ValueError("min_height_m clips heights in the world frame; the env's point cloud is in "
+                         f"{base.pointcloud_frame!r}")
+    env_info = {
+        "env_id": env.spec.id, "task": task, "control_mode": base.control_mode, "max_episode_steps": max_steps,
+        "points": points, "action_dim": int(env.action_space.shape[0]), "action_labels": list(base.controller.labels),
+        "joint_names": list(base.robot.joint_names), "control_freq_hz": base.control_freq,
+        "obs_config": {"obs_mode": "pointcloud", "frame": base.pointcloud_frame, "points": points,
+                       "mask_names": list(base.mask_names), "min_height_m": min_height_m,
+                       "sampling": "uniform over valid points, without replacement when enough remain"},
+        "env_kwargs": {"obs_mode": "pointcloud", "control_mode": base.control_mode, "max_episode_steps": max_steps},
+        "source": None,
+    }
+    stats = {"kept": 0, "failed": 0, "errors": 0, "skipped": 0, "wall_time_s": []}
+    with DemoFileWriter(Path(out), task, env_info, resume) as writer:
+        for line in writer.repairs:
+            _log(log, f"repaired {writer.h5_path}: {line}")
+        done = writer.done_keys()
+        pending = [s for s in specs if (s.split, s.seed, s.model_id) not in done]
+        stats["skipped"] = len(specs) - len(pending)
+        options = RecordOptions(points=points, min_height_m=min_height_m, parts_dir=str(writer.parts_dir))
+        _log(log, f"{task} {split}: {len(pending)} episodes to roll out ({stats['skipped']} already recorded), "
+                  f"{workers} worker(s) -> {writer.h5_path}")
+
+        def on_result(spec, result) -> None:
+            meta = result["meta"]
+            if result["error"]:
+                stats["errors"] += 1
+                _log(log, f"  error in seed {spec.seed} ({spec.model_id}), retried on resume:\n{result['error']}")
+                return
+            stats["wall_time_s"].append(result["wall_time_s"])
+            if result["part"]:
+                writer.append(Path(result["part"]))
+                stats["kept"] += 1
+            else:
+                writer.add_failure(meta)
+                stats["failed"] += 1
+            _log(log, f"  [{stats['kept'] + stats['failed'] + stats['errors']}/{len(pending)}] seed {spec.seed} "
+                      f"{spec.model_id}: {'success' if meta['success'] else 'failed (' + meta['failed_node'] + ')'}"
+                      f", {meta['elapsed_steps']} steps, {result['wall_time_s']:.1f} s")
+
+        run_jobs(pending, _RecordJob(options), workers, on_result)
+        stats["total_kept"], stats["total_failed"] = len(writer.episodes), len(writer.failed_episodes)
+    times = stats.pop("wall_time_s")
+    stats["mean_wall_time_s"] = float(np.mean(times)) if times else 0.0
+    stats["h5"], stats["json"] = str(writer.h5_path), str(writer.json_path)
+    return stats
+
+
+class _RecordJob:
+    """``record_episode`` with its options, picklable for worker processes."""
+
+    def __init__(self, options: RecordOptions):
+        self.options = options
+
+    def __call__(self, spec) -> dict:
+        return record_episode(spec, self.options)
+
+
+def _log(log, text: str) -> None:
+    if log is not None:
+        log(text)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading
+# ----------------------------------------------------------------------------------------------------
+def load_demo_info(path: Path | str) -> dict:
+    """The JSON sidecar of a demo file (``<task>.h5`` -> ``<task>.json``)."""
+    path = Path(path)
+    sidecar = path.with_suffix(".json")
+    if not sidecar.exists():
+        raise FileNotFoundError(f"no JSON sidecar {sidecar} next to {path}")
+    return json.loads(sidecar.read_text())
+
+
+def iter_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None) -> Iterator[dict]:
+    """Yield the episodes of a demo file in order, as numpy arrays::
+
+        {"episode": JSON entry, "obs": {"pointcloud": {...}, "agent": {...}, "extra": {...}},
+         "actions": [T, A], "rewards": [T], "success": [T], "terminated": [T], "truncated": [T]}
+
+    ``load_pointcloud=False`` skips the point clouds (fast, for state-only uses). Only the episodes the JSON
+    lists are read: a group a cut-off run left behind is never returned.
+    """
+    import h5py
+
+    path = Path(path)
+    info = load_demo_info(path)
+    episodes = info["episodes"][:max_episodes] if max_episodes is not None else info["episodes"]
+    with h5py.File(path, "r") as f:
+        for entry in episodes:
+            yield _read_group(f[f"traj_{entry['episode_id']}"], entry, load_pointcloud)
+
+
+def read_demo(path: Path | str, episode_id: int, load_pointcloud: bool = True) -> dict:
+    """One episode of a demo file by its ``episode_id`` (see :func:`iter_demos`)."""
+    import h5py
+
+    entries = {e["episode_id"]: e for e in load_demo_info(path)["episodes"]}
+    if episode_id not in entries:
+        raise KeyError(f"{path} has no episode {episode_id}; it has {len(entries)} episodes")
+    with h5py.File(path, "r") as f:
+        return _read_group(f[f"traj_{episode_id}"], entries[episode_id], load_pointcloud)
+
+
+def _read_group(group, entry: dict, load_pointcloud: bool) -> dict:
+    obs = {section: {k: v[()] for k, v in group["obs"][section].items()}
+           for section in group["obs"] if load_pointcloud or section != "pointcloud"}
+    return {"episode": entry, "obs": obs, **{k: group[k][()] for k in _STEP_KEYS}}
+
+
+def load_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None) -> list[dict]:
+    """All episodes of a demo file (see :func:`iter_demos`)."""
+    return list(iter_demos(path, load_pointcloud, max_episodes))
+
+
+class DemoDataset:
+    """Transitions of one or more demo files as flat numpy arrays (no torch), for BC and offline RL.
+
+    ``obs``: nested dict of arrays over every stored observation (T+1 per episode, concatenated);
+    transition n goes from ``obs[...][obs_index[n]]`` to ``obs[...][next_obs_index[n]]`` with
+    ``actions[n]``, ``rewards[n]``, ``dones[n]`` (the env terminated: success; a time-limit end is in
+    ``truncated``, not a done) and ``episode_of[n]`` (index into ``episodes``).
+    """
+
+    def __init__(self, paths: Path | str | list, load_pointcloud: bool = True, max_episodes: int | None = None):
+        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        if not paths:
+            raise ValueError("DemoDataset needs at least one demo file")
+        self.env_info = load_demo_info(paths[0])["env_info"]
+        obs_parts, steps = [], {k: [] for k in (*_STEP_KEYS, "obs_index", "episode_of")}
+        self.episodes: list[dict] = []
+        offset = 0
+        for path in paths:
+            info = load_demo_info(path)["env_info"]
+            if info.get("action_dim") != self.env_info.get("action_dim") or \
+                    info.get("control_mode") != self.env_info.get("control_mode"):
+                raise ValueError(f"{path}: control mode {info.get('control_mode')} / action dim "
+                                 f"{info.get('action_dim')} differ from {paths[0]}'s")
+            left = None if max_episodes is None else max_episodes - len(self.episodes)
+            if left is not None and left <= 0:
+                break
+            for demo in iter_demos(path, load_pointcloud, left):
+                T = len(demo["actions"])
+                obs_parts.append(demo["obs"])
+                for k in _STEP_KEYS:
+                    steps[k].append(demo[k])
+                steps["obs_index"].append(offset + np.arange(T))
+                steps["episode_of"].append(np.full(T, len(self.episodes)))
+                self.episodes.append(demo["episode"])
+                offset += T + 1
+        if not self.episodes:
+            raise ValueError(f"no episodes in {', '.join(map(str, paths))}")
+        self.obs = {s: {k: np.concatenate([o[s][k] for o in obs_parts]) for k in obs_parts[0][s]}
+                    for s in obs_parts[0]}
+        self.actions = np.concatenate(steps["actions"]).astype(np.float32)
+        self.rewards = np.concatenate(steps["rewards"]).astype(np.float32)
+        self.dones = np.concatenate(steps["terminated"]).astype(bool)
+        self.truncated = np.concatenate(steps["truncated"]).astype(bool)
+        self.success = np.concatenate(steps["success"]).astype(bool)
+        self.obs_index = np.concatenate(steps["obs_index"])
+        self.next_obs_index = self.obs_index + 1
+        self.episode_of = np.concatenate(steps["episode_of"])
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    @property
+    def mask_names(self) -> tuple[str, ...]:
+        return tuple(self.env_info["obs_config"]["mask_names"])
+
+    def obs_at(self, index) -> dict:
+        """Observations at positions ``index`` of ``obs`` (nested dict, arrays with a leading batch axis)."""
+        return {s: {k: v[index] for k, v in section.items()} for s, section in self.obs.items()}
+
+    def __getitem__(self, n) -> dict:
+        """Transition(s) n: {"obs", "actions", "rewards", "dones", "next_obs"}."""
+        return {"obs": self.obs_at(self.obs_index[n]), "actions": self.actions[n], "rewards": self.rewards[n],
+                "dones": self.dones[n], "next_obs": self.obs_at(self.next_obs_index[n])}
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict:
+        """A batch of transitions drawn uniformly with replacement."""
+        return self[rng.integers(len(self), size=batch_size)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line: `handleit demos` and `handleit convert-demos`
+# ----------------------------------------------------------------------------------------------------
+def add_commands(subparsers) -> None:
+    """Add ``demos`` and ``convert-demos`` to the ``handleit`` command line."""
+    rec = subparsers.add_parser("demos", help="roll out the task's behavior tree and record its successful "
+                                "episodes to <out>/<task>.h5 (+ .json)")
+    rec.add_argument("--task", required=True, help="a bundled task, e.g. PickCube, PushChair")
+    rec.add_argument("--split", default="train", choices=["train", "test"])
+    rec.add_argument("--episodes", type=int, default=100, help="rollouts (episode i: seed + i, object i mod n)")
+    rec.add_argument("--out", default="demos")
+    rec.add_argument("--max-steps", type=int, default=1000, help="episode length in control steps (100 Hz)")
+    rec.add_argument("--seed", type=int, default=0)
+    rec.add_argument("--points", type=int, default=DEFAULT_POINTS, help="points per observation (papers/000 F.3)")
+    rec.add_argument("--min-height", type=float, default=None,
+                     help="drop points at or below this height in the world (m), e.g. 0.005 for the floor/table")
+    rec.add_argument("--workers", type=int, default=1)
+    rec.add_argument("--solver", default=DEFAULT_SOLVER)
+    rec.add_argument("--resume", action="store_true", help="continue an existing file, skipping its episodes")
+    rec.set_defaults(func=_demos_command)
+
+    from handleit.baselines.convert import CONVERTIBLE_MODES
+
+    conv = subparsers.add_parser("convert-demos", help="convert demonstrations to another controller by "
+                                 "closed-loop replay (papers/000 Sec. 2.2); print the share that still succeeds")
+    conv.add_argument("--in", dest="src", required=True, help="a demo file, e.g. demos/PickCube.h5")
+    conv.add_argument("--to", required=True, choices=CONVERTIBLE_MODES)
+    conv.add_argument("--out", required=True, help="output folder (same file names, same layout)")
+    conv.add_argument("--episodes", type=int, default=None, help="convert only the first N demos")
+    conv.add_argument("--workers", type=int, default=1)
+    conv.add_argument("--resume", action="store_true")
+    conv.set_defaults(func=_convert_command)
+
+
+def _demos_command(args) -> int:
+    try:
+        stats = record_demos(args.task, args.split, args.episodes, args.out, args.max_steps, args.seed,
+                             args.points, args.workers, args.resume, args.solver, args.min_height)
+    except (FileExistsError, ValueError) as error:
+        print(f"handleit demos: {error}", file=sys.stderr)
+        return 2
+    rollouts = stats["kept"] + stats["failed"]
+    share = f"{stats['kept'] / rollouts:.3f}" if rollouts else "-"
+    print(f"{args.task}: kept {stats['kept']} of {rollouts} rollouts (success share {share}), {stats['errors']} "
+          f"errors, {stats['skipped']} skipped; {stats['mean_wall_time_s']:.1f} s per episode; file now holds "
+          f"{stats['total_kept']} demos ({stats['total_failed']} failures listed): {stats['h5']}")
+    return 1 if stats["errors"] else 0
+
+
+def _convert_command(args) -> int:
+    from handleit.baselines.convert import convert_demos
+
+    try:
+        stats = convert_demos(args.src, args.to, args.out, episodes=args.episodes, workers=args.workers,
+                              resume=args.resume)
+    except (FileExistsError, FileNotFoundError, ValueError) as error:
+        print(f"handleit convert-demos: {error}", file=sys.stderr)
+        return 2
+    n = stats["converted"] + stats["failed"]
+    share = f"{stats['converted'] / n:.3f}" if n else "-"
+    print(f"{Path(args.src).name} -> {args.to}: {stats['converted']} of {n} converted demos still succeed "
+          f"(share {share}); {stats['errors']} errors; {stats['skipped']} skipped; -> {stats['h5']}")
+    return 1 if stats["errors"] else 0
