@@ -25,6 +25,7 @@ from .cameras import CameraConfig, CameraRig, depth_image, extrinsic_cv, fuse_po
 from .collision_groups import ROBOT_BIT, add_ignore_bit
 from .controllers import CONTROL_MODES, ControlConfig, make_controller
 from .mobile_panda import MobilePanda
+from .render_setup import new_scene
 from .robot_description import mobile_panda
 
 OBS_MODES = ("pointcloud", "rgbd", "state")
@@ -120,12 +121,17 @@ class MobileManipulationEnv(gym.Env):
         """The robot's description files and joint names (generated once, cached)."""
         return mobile_panda(self.robot_arms)
 
-    def _build_scene(self) -> None:
-        scene = sapien.Scene()
+    def _lit_scene(self) -> sapien.Scene:
+        """A new scene at the env's physics rate, with the lights every task uses."""
+        scene = new_scene()
         scene.set_timestep(1.0 / self.sim_freq)
         scene.set_ambient_light([0.35, 0.35, 0.35])
         scene.add_directional_light([1.0, 0.5, -1.0], [0.9, 0.9, 0.9])
         scene.add_directional_light([-1.0, -0.5, -0.6], [0.3, 0.3, 0.3])
+        return scene
+
+    def _build_scene(self) -> None:
+        scene = self._lit_scene()
         floor_material = sapien.render.RenderMaterial(base_color=[0.16, 0.18, 0.22, 1.0], roughness=0.9)
         ground = scene.add_ground(0.0, render_half_size=[25.0, 25.0], render_material=floor_material)
         ground_body = ground.find_component_by_type(sapien.physx.PhysxRigidStaticComponent)

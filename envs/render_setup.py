@@ -41,3 +41,30 @@ def pointcloud_shader_dir() -> str:
         frag.write_text(text.replace(_ENTITY_ID_LINE, _SHAPE_ID_LINE))
 
     return str(build_once(folder, write) / "pointcloud")
+
+
+def render_device_name() -> str:
+    """The render device every SAPIEN scene of a process should use: ``"cuda"`` with an NVIDIA GPU, else
+    ``"cpu"`` (software Vulkan).
+
+    SAPIEN 3.0 renders on one device per process: a scene asking for another fails ("only supports
+    single-GPU rendering"). SAPIEN's own default on a machine without a GPU is the software device by its
+    PCI name, which ManiSkill3 cannot be given (it parses device names as ``backend:id``) while it can be
+    given ``"cpu"``, the same software device. Pinning both to this name lets bundled envs and ManiSkill3
+    envs (``handleit.ms3_adapter``) share a process in either order.
+    """
+    import sapien
+
+    try:
+        sapien.Device("cuda")
+        return "cuda"
+    except RuntimeError:
+        return "cpu"
+
+
+def new_scene():
+    """An empty SAPIEN scene (CPU physics) rendering on :func:`render_device_name`."""
+    import sapien
+
+    device = sapien.Device(render_device_name())
+    return sapien.Scene([sapien.physx.PhysxCpuSystem(), sapien.render.RenderSystem(device)])

@@ -83,11 +83,7 @@ class TabletopPandaEnv(MobileManipulationEnv):
         return panda_arm()
 
     def _build_scene(self) -> None:
-        scene = sapien.Scene()
-        scene.set_timestep(1.0 / self.sim_freq)
-        scene.set_ambient_light([0.35, 0.35, 0.35])
-        scene.add_directional_light([1.0, 0.5, -1.0], [0.9, 0.9, 0.9])
-        scene.add_directional_light([-1.0, -0.5, -0.6], [0.3, 0.3, 0.3])
+        scene = self._lit_scene()
         self.surface_material = sapien.physx.PhysxMaterial(SURFACE_FRICTION, SURFACE_FRICTION, 0.0)
         floor_material = sapien.render.RenderMaterial(base_color=list(FLOOR_RGBA), roughness=0.9)
         scene.add_ground(-TABLE_HEIGHT_M, render_half_size=[10.0, 10.0], render_material=floor_material,

@@ -1,8 +1,9 @@
 """The robot interface over ManiSkill3 environments: the toolkit's trees on tasks its authors did not write.
 
 ``ManiSkill3Robot`` implements :class:`~handleit.types.RobotInterface` over a ManiSkill3 (``mani_skill``
-3.0.1) env with one sub-scene on the CPU backends (``sim_backend="physx_cpu"``, ``render_backend="cpu"``),
-``obs_mode="pointcloud"`` and the Panda's ``pd_joint_vel`` controller. What the solver sees comes only from
+3.0.1) env with one sub-scene on CPU physics (``sim_backend="physx_cpu"``), rendering on the process's one
+render device (``envs.render_setup.render_device_name``: ``"cpu"`` without a GPU), ``obs_mode="pointcloud"``
+and the Panda's ``pd_joint_vel`` controller. What the solver sees comes only from
 ManiSkill3's public observation:
 
 - points: ``obs["pointcloud"]["xyzw"]`` (ManiSkill3 fuses its cameras in the *world* frame; ``w == 0``
@@ -95,11 +96,13 @@ def make_env(task: str, max_episode_steps: int | None = None, obs_mode: str = "p
     import gymnasium as gym
     from mani_skill.utils.wrappers.gymnasium import CPUGymWrapper
 
+    from handleit.envs.render_setup import render_device_name  # the device bundled envs render on
+
     env_id = ms3_env_id(task if is_ms3_task(task) else TASK_PREFIX + task)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = int(max_episode_steps)
     env = gym.make(env_id, num_envs=1, obs_mode=obs_mode, control_mode=CONTROL_MODE, render_mode=render_mode,
-                   sim_backend="physx_cpu", render_backend="cpu", **kwargs)
+                   sim_backend="physx_cpu", render_backend=render_device_name(), **kwargs)
     return CPUGymWrapper(env)
 
 

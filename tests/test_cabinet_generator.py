@@ -21,6 +21,7 @@ from handleit.envs.cabinet_generator import (
     sample_cabinet,
     write_cabinet,
 )
+from handleit.envs.render_setup import new_scene
 
 SPLITS = [(kind, split) for kind in SPLIT_COUNTS for split in SPLIT_COUNTS[kind]]
 ALL_IDS = [model_id for kind, split in SPLITS for model_id in cabinet_ids(kind, split)]
@@ -50,7 +51,7 @@ class LoadedCabinet:
 def load_cabinet(model_id: str) -> LoadedCabinet:
     """Load a cabinet the way the env does: fixed root, no collisions between the cabinet's own links."""
     path = cabinet_urdf(model_id)
-    scene = sapien.Scene()
+    scene = new_scene()
     scene.set_timestep(TIMESTEP_S)
     scene.add_ground(0)
     art = load_articulated_object(scene, path)

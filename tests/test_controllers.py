@@ -16,6 +16,7 @@ from scipy.spatial.transform import Rotation
 import handleit.envs
 from handleit.envs.controllers import CONTROL_MODES, ControlConfig, Controller, make_controller
 from handleit.envs.mobile_panda import MobilePanda
+from handleit.envs.render_setup import new_scene
 from handleit.envs.robot_description import mobile_panda
 
 CONFIG = ControlConfig()
@@ -435,7 +436,7 @@ def test_pd_ee_delta_pose_moves_the_tcp_along_the_base_axis(envs, dim, sign):
 # ------------------------------------------------------------------------------------------------------
 def dual_arm_robot(mode: str) -> tuple[sapien.Scene, MobilePanda, Controller]:
     """A dual-arm robot alone in a scene (no floor, no gravity on its links), in rest pose, held by ``mode``."""
-    scene = sapien.Scene()
+    scene = new_scene()
     scene.set_timestep(1.0 / SIM_FREQ_HZ)
     robot = MobilePanda(scene, mobile_panda("dual"))
     robot.reset(robot.rest_qpos((0.0, 0.0, TILTED_YAW_RAD), START_HEIGHT_M))

@@ -23,6 +23,7 @@ from handleit.envs.chair_generator import (
     write_chair,
 )
 from handleit.envs.push_chair import START_TORSO_HEIGHT_M, load_chair
+from handleit.envs.render_setup import new_scene
 from tests.helpers import make_env, zero_action
 
 SPLITS = list(SPLIT_COUNTS)
@@ -149,7 +150,7 @@ def test_geometry_conventions_in_sapien(model_id):
     """Root origin on the swivel axis at floor level; wheels touch the floor; cushion centered on the axis
     with its top at the seat height; backrest behind (-x) the seat's center, its top where backrest_top_S says."""
     spec = sample_chair(model_id)
-    scene = sapien.Scene()
+    scene = new_scene()
     chair = load_chair(scene, chair_urdf(model_id))
     chair.set_qpos(np.zeros(chair.dof, dtype=np.float32))
     chair.set_root_pose(sapien.Pose())

@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-import sapien
 
 from handleit.envs.mobile_panda import MobilePanda
+from handleit.envs.render_setup import new_scene
 from handleit.envs.robot_description import mobile_panda
 
 DOF = {"single": 13, "dual": 22}
@@ -17,7 +17,7 @@ DOF = {"single": 13, "dual": 22}
 @pytest.mark.parametrize("arms", ["single", "dual"])
 def test_sapien_loads_the_robot_with_the_challenge_dofs(arms):
     description = mobile_panda(arms)
-    robot = MobilePanda(sapien.Scene(), description)
+    robot = MobilePanda(new_scene(), description)
     assert robot.dof == DOF[arms] == len(robot.joint_names)
     assert robot.joint_names[:4] == description.base_joint_names
     groups = [robot.base_index] + [robot.arm_index[s] for s in robot.sides] + [robot.finger_index[s] for s in robot.sides]
@@ -38,7 +38,7 @@ def test_mplib_plans_with_the_urdf_and_srdf(arms):
         urdf=str(description.urdf_path), srdf=str(description.srdf_path), move_group=description.tcp_link_name("right")
     )
     assert len(planner.user_joint_names) == DOF[arms]
-    robot = MobilePanda(sapien.Scene(), description)
+    robot = MobilePanda(new_scene(), description)
     rest = robot.rest_qpos()
     # mplib orders joints depth-first, SAPIEN breadth-first: map by name.
     rest_mplib = np.array([rest[robot.joint_names.index(n)] for n in planner.user_joint_names])
