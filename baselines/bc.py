@@ -17,7 +17,8 @@ from handleit.baselines.checkpoint import build_actor, save_checkpoint
 from handleit.baselines.dataset import DemoData
 from handleit.baselines.features import FeatureSpec
 from handleit.baselines.networks import Actor, NetworkConfig
-from handleit.baselines.training import TrainLog, pick_device, sample_batch, seed_everything, torch_threads
+from handleit.baselines.training import TrainLog, pick_device, sample_batch, seed_everything
+from handleit.torch_threads import torch_threads
 
 
 @dataclass

@@ -28,8 +28,8 @@ from handleit.baselines.checkpoint import ALGORITHMS, LoadedPolicy, load_checkpo
 from handleit.baselines.dataset import POLICY_CONTROL_MODE
 from handleit.baselines.demos import demo_obs_of_observation
 from handleit.baselines.features import arrays_of_demo_obs, batch_features
-from handleit.baselines.training import torch_threads
 from handleit.control.actions import base_to_world_velocity, denormalize_velocity
+from handleit.torch_threads import torch_threads
 from handleit.types import Command, Observation, RobotModel
 
 RECORDED_POINTS = 1200  # the recorder's point count when a checkpoint does not say (papers/000 F.3)

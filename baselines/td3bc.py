@@ -24,7 +24,8 @@ from handleit.baselines.bc import TrainResult, fit_state_normalizer
 from handleit.baselines.checkpoint import build_actor, build_critic
 from handleit.baselines.dataset import DemoData
 from handleit.baselines.networks import NetworkConfig
-from handleit.baselines.training import TrainLog, pick_device, sample_batch, seed_everything, torch_threads
+from handleit.baselines.training import TrainLog, pick_device, sample_batch, seed_everything
+from handleit.torch_threads import torch_threads
 
 
 @torch.no_grad()

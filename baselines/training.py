@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from collections import defaultdict
@@ -20,18 +19,6 @@ def seed_everything(seed: int) -> np.random.Generator:
     random.seed(seed)
     torch.manual_seed(seed)
     return np.random.default_rng(seed)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    """Run with ``n`` intra-op threads (restored afterwards); None keeps torch's choice."""
-    previous = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @dataclass

@@ -106,7 +106,7 @@ class MoveBothArms(Skill):
 
     def initialise(self):
         self.progress.reset()
-        self.started = False
+        self.reference.restart()
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -120,11 +120,7 @@ class MoveBothArms(Skill):
         self.feedback_message = f"worst tcp {100 * position_error:.1f} cm, {math.degrees(angle_error):.0f} deg off"
         if position_error < self.position_tolerance_m and angle_error < self.angle_tolerance_rad:
             return Status.SUCCESS
-        if not self.started:
-            self.reference.start(obs, self.bb.reference, self.bb.tick)
-            self.started = True
-        qvel, arrived = self.reference.advance(q_target, obs)
-        self.bb.reference = self.reference.handover(self.bb.tick)
+        qvel, arrived = self.reference.follow(q_target, obs, self.bb)
         if self.progress.stalled(position_error + 0.2 * angle_error, arrived):
             if position_error < self.accept_stall_m and angle_error < 2 * self.angle_tolerance_rad:
                 self.feedback_message = f"held short by contact: {self.feedback_message}"

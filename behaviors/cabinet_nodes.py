@@ -280,18 +280,14 @@ class FollowPath(Skill):
         self.tolerance_rad = tolerance_rad
 
     def initialise(self):
-        self.index, self.started = 1, False
+        self.index = 1
+        self.reference.restart()
 
     def update(self):
         obs: Observation = self.bb.observation
         path = self.bb.arm_path
-        if not self.started:
-            self.reference.start(obs, self.bb.reference, self.bb.tick)
-            self.started = True
         last = len(path) - 1
-        target = path[min(self.index, last)]
-        qvel, arrived = self.reference.advance(target, obs)
-        self.bb.reference = self.reference.handover(self.bb.tick)
+        qvel, arrived = self.reference.follow(path[min(self.index, last)], obs, self.bb)
         if arrived and self.index < last:
             self.index += 1
         error = float(np.max(np.abs((path[last] - obs.qpos)[self.tools.controlled])))

@@ -116,6 +116,22 @@ class JointReference:
     def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S):
         self.tools, self.speed_fraction, self.ramp_s = tools, speed_fraction, ramp_s
         self.q = None
+        self.following = False
+
+    def restart(self) -> None:
+        """Forget the running move: the next :meth:`follow` starts a new one (a skill's ``initialise``)."""
+        self.following = False
+
+    def follow(self, q_target: np.ndarray, obs: Observation, bb, continue_handover: bool = True):
+        """One step of a skill's move toward ``q_target``: on the first call after :meth:`restart`, start
+        from the previous skill's reference on the blackboard ``bb`` (``continue_handover``) or from the
+        measured configuration; advance; hand the reference over. Returns (velocity command, arrived)."""
+        if not self.following:
+            self.start(obs, bb.reference if continue_handover else None, bb.tick)
+            self.following = True
+        qvel, arrived = self.advance(q_target, obs)
+        bb.reference = self.handover(bb.tick)
+        return qvel, arrived
 
     def start(self, obs: Observation, handover, tick: int) -> None:
         if handover is not None and handover[0] == tick - 1:
@@ -234,7 +250,7 @@ class MoveToConfiguration(Skill):
 
     def initialise(self):
         self.progress.reset()
-        self.started = False
+        self.reference.restart()
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -259,11 +275,7 @@ class MoveToConfiguration(Skill):
         if within and angle_error < self.angle_tolerance_rad and base_error < self.base_tolerance_m:
             return Status.SUCCESS
 
-        if not self.started:
-            self.reference.start(obs, self.bb.reference, self.bb.tick)
-            self.started = True
-        qvel, arrived = self.reference.advance(q_target, obs)
-        self.bb.reference = self.reference.handover(self.bb.tick)
+        qvel, arrived = self.reference.follow(q_target, obs, self.bb)
 
         if self.progress.stalled(position_error + 0.2 * angle_error, arrived):
             held_short = lateral_error < self.accept_stall_m and axial_error < self.accept_stall_axial_m

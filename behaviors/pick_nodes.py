@@ -506,7 +506,8 @@ class Recover(Skill):
         self.first = True
 
     def initialise(self):
-        self.ticks, self.q_up, self.X_up, self.started = 0, None, None, False
+        self.ticks, self.q_up, self.X_up = 0, None, None
+        self.reference.restart()
         if self.first:
             return
         self.bb.attempt = self.bb.attempt + 1
@@ -532,11 +533,7 @@ class Recover(Skill):
                 return Status.SUCCESS  # nowhere to back off to: observe from here
             self.send(self.tools.pid.step(self.q_hold, obs.qpos), "open")
             return Status.RUNNING
-        if not self.started:
-            self.reference.start(obs, None, self.bb.tick)
-            self.started = True
-        qvel, arrived = self.reference.advance(self.q_up, obs)
-        self.bb.reference = self.reference.handover(self.bb.tick)
+        qvel, arrived = self.reference.follow(self.q_up, obs, self.bb, continue_handover=False)
         up_error = float(np.linalg.norm(obs.X_WT[self.tools.side][:3, 3] - self.X_up[:3, 3]))
         if (arrived and up_error < 0.02) or self.ticks >= self.timeout_steps:
             return Status.SUCCESS

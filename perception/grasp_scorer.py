@@ -23,7 +23,6 @@ Train from a data set with ``python -m handleit.perception.grasp_scorer --data g
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from torch import nn
 
 from handleit.perception.antipodal_grasps import AntipodalGraspPredictor6DoF
 from handleit.perception.point_cloud import as_points, voxel_downsample
+from handleit.torch_threads import torch_threads
 from handleit.types import Grasp
 
 CHECKPOINT_FORMAT = "handleit.grasp_scorer"
@@ -44,19 +44,6 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "grasp_sc
 CROP_LOWER_G = (-0.03, -0.06, -0.05)
 CROP_UPPER_G = (0.03, 0.06, 0.03)
 CROP_VOXEL_M = 0.003  # object points are voxel-downsampled first, so crops do not depend on camera distance
-
-
-@contextlib.contextmanager
-def _torch_threads(n: int | None):
-    """Run with ``n`` intra-op threads (restored afterwards). A network this small runs fastest on one:
-    more threads only wait on each other, badly so on a shared, busy CPU (60x slower seen on 2 cores)."""
-    previous = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _as_poses(grasps) -> np.ndarray:
@@ -163,7 +150,7 @@ def predict_grasp_success(model: GraspScorerNet, crops, batch_size: int = 512, n
         raise ValueError(f"crops: expected shape [M, n, 3], got {list(c.shape)}")
     model.eval()
     out = []
-    with torch.no_grad(), _torch_threads(num_threads):
+    with torch.no_grad(), torch_threads(num_threads):
         for start in range(0, len(c), batch_size):
             out.append(torch.sigmoid(model(torch.from_numpy(c[start:start + batch_size]))).numpy())
     return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
@@ -226,7 +213,7 @@ def train_grasp_scorer(crops, labels, epochs: int = 30, *, batch_size: int = 64,
         torch.manual_seed(seed)
         # The predictor crops as many points as the network was trained on.
         model = GraspScorerNet({"n_points": c.shape[1], **(config or {})})
-    with _torch_threads(num_threads):
+    with torch_threads(num_threads):
         return _train(model, c, y, train_index, val_index, pos_weight, epochs, batch_size, lr, weight_decay, seed,
                       augment, jitter_m, verbose)
 
