@@ -188,6 +188,18 @@ def test_unknown_task_and_bad_arguments(tmp_path):
         record_demos("ms3:PickCube-v1", episodes=1, out=tmp_path, log=None)
 
 
+def test_demos_command_removes_the_ground_unless_told_to_keep_it():
+    import argparse
+
+    from handleit.baselines.demos import DEFAULT_MIN_HEIGHT_M, add_commands
+
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    assert parser.parse_args(["demos", "--task", TASK]).min_height == DEFAULT_MIN_HEIGHT_M > 0
+    assert parser.parse_args(["demos", "--task", TASK, "--keep-ground"]).min_height is None
+    assert parser.parse_args(["demos", "--task", TASK, "--min-height", "0.02"]).min_height == 0.02
+
+
 # ----------------------------------------------------------------------------------------------------
 # Controller conversion
 # ----------------------------------------------------------------------------------------------------
