@@ -161,17 +161,25 @@ class GrippersHolding(Skill):
 class MoveBaseHolding(Skill):
     """Move the base (x, y and optionally torso height) by the offset under ``offset_key`` while the arms hold
     their configuration: the held object goes where the base goes. ``offset_key`` holds (dx, dy, dz) in the
-    world frame (m), read when the move starts. SUCCESS once the base has arrived and slowed down."""
+    world frame (m), read when the move starts. SUCCESS once the base has arrived and slowed down.
+
+    ``independent_height``: the torso rises at its own full speed instead of arriving with the base (a lift
+    that must be over before the base reaches an edge); ``delay_key``: a blackboard key holding how long (s)
+    the base waits before it starts, the torso already moving."""
 
     def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=1.0, settle_mps=0.05,
-                 tolerance_m=0.01, ramp_s: float = HELD_RAMP_S):
-        super().__init__(name, tools, reads=("observation", "tick", offset_key), writes=("command", "reference"))
-        self.offset_key, self.gripper = offset_key, gripper
+                 tolerance_m=0.01, ramp_s: float = HELD_RAMP_S, independent_height: bool = False,
+                 delay_key: str | None = None):
+        reads = ("observation", "tick", offset_key) + ((delay_key,) if delay_key else ())
+        super().__init__(name, tools, reads=reads, writes=("command", "reference"))
+        self.offset_key, self.gripper, self.delay_key = offset_key, gripper, delay_key
         self.settle_mps, self.tolerance_m = settle_mps, tolerance_m
-        self.reference = JointReference(tools, speed_fraction, ramp_s)
+        independent = (tools.base_index[3],) if independent_height else ()
+        self.reference = JointReference(tools, speed_fraction, ramp_s, independent=independent)
 
     def initialise(self):
         self.q_target = None
+        self.ticks = 0
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -185,7 +193,16 @@ class MoveBaseHolding(Skill):
             self.q_target[[x, y]] += offset[:2]
             if len(offset) > 2:
                 self.q_target[height] = np.clip(self.q_target[height] + offset[2], *tools.model.joint_limits[height])
-        qvel, arrived = self.reference.advance(self.q_target, obs)
+            delay_s = float(self.bb.get(self.delay_key) or 0.0) if self.delay_key else 0.0
+            self.delay_steps = int(math.ceil(delay_s / tools.model.control_dt_s))
+            self.q_start_xy = self.reference.q[[x, y]].copy()
+        self.ticks += 1
+        q_target = self.q_target
+        if self.ticks <= self.delay_steps:  # the base waits where it is
+            q_target = q_target.copy()
+            q_target[[x, y]] = self.q_start_xy
+        qvel, arrived = self.reference.advance(q_target, obs)
+        arrived = arrived and self.ticks > self.delay_steps
         self.bb.reference = self.reference.handover(self.bb.tick)
         error_m = float(np.linalg.norm(self.q_target[[x, y, height]] - obs.qpos[[x, y, height]]))
         speed_mps = float(np.linalg.norm(obs.qvel[[x, y, height]]))

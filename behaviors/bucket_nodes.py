@@ -10,7 +10,9 @@ Blackboard keys (besides the common ones):
     hold              "rim" or "hug": the branch taken
     rim_z_at_grasp_m, torso_at_grasp_m: references of the "bucket follows?" check
     platform_points_W latest points of the platform's top face
-    lift_offset_W / carry_offset_W / lower_offset_W: base moves of the carry (dx, dy, dz torso)
+    carry_offset_W / lower_offset_W: base moves of the carry (dx, dy, dz torso): lift and carry in one move,
+                      then the set-down
+    carry_delay_s     how long the base waits at the start of the carry while the torso lifts
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from py_trees.common import Status
 from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim, rim_is_pinchable
 from handleit.types import Observation
 
-from .bimanual_nodes import fastest_hold, flipped_about_approach, shifted_goals
+from .bimanual_nodes import HELD_RAMP_S, fastest_hold, flipped_about_approach, shifted_goals
 from .common import Skill
 
 MIN_BUCKET_POINTS = 150
@@ -31,14 +33,23 @@ PERCEIVE_EVERY_STEPS = 2
 FLOOR_CLEARANCE_M = 0.02
 PLATFORM_SEARCH_RADIUS_M = 0.45  # points this close to the target (not robot, not bucket) are the platform
 RIM_PAD_DEPTH_M = 0.015  # finger pads centred this far below the rim's top (pads span +-9 mm)
-RIM_PREGRASP_HEIGHT_M = 0.10
+RIM_PREGRASP_HEIGHT_M = 0.06  # fingers pre-shaped wider than the rim: a short straight descent is enough
 PRESHAPE_MARGIN_M = 0.035  # fingers this much wider than the rim on the way down
 HUG_HEIGHT_FRACTION = 0.55  # hug the walls at this fraction of the rim height
 HUG_SQUEEZE_M = 0.07  # hug goals this far inside the wall surface: the arms press on it
 HUG_PREGRASP_OUT_M = 0.10
-LIFT_CLEARANCE_M = 0.06  # bucket bottom this far above the platform top while carrying
+LIFT_CLEARANCE_M = 0.04  # bucket bottom this far above the platform top while carrying
+# The carry ends with the bucket's axis this far short of the platform's centre (~14 steps sooner at the base's
+# 1 m/s): 16 cm inside the 0.3 m success radius, room for the rim estimate's centimetres of error; the bottom
+# (radius <= 0.22 m) may overhang the platform's edge by a few cm, its centre of mass stays well inside.
+CARRY_STOP_SHORT_M = 0.14
+LIFT_MARGIN_S = 0.05  # the torso lags its reference: the base reaches the platform's edge this much after the lift
+# A hugged bucket hangs a few cm lower than the hands' lift and swings as the base speeds up: more clearance, and
+# more time before the edge.
+HUG_EXTRA_LIFT_M = 0.08
+HUG_EXTRA_MARGIN_S = 0.1
 PLATFORM_TOP_BAND_M = 0.03  # points this close below the platform's top height are its top face
-EDGE_MARGIN_M = 0.08  # the lift ends with the bucket's wall at least this far from the platform's edge
+EDGE_MARGIN_M = 0.05  # the lift ends with the bucket's wall at least this far from the platform's edge
 SET_DOWN_HEIGHT_M = 0.01  # released this far above the platform top
 MAX_TILT_RAD = 0.25  # the bucket tilting more than this (from its rim) fails the carry
 MAX_FOLLOW_ERROR_M = 0.05  # the rim must rise with the torso within this
@@ -204,16 +215,27 @@ def lift_travel_m(center_xy, carry_xy, radius_m: float, platform_points_W) -> fl
     return float(np.clip(first_contact, 0.0, distance))
 
 
+def trapezoid_time_s(distance_m: float, speed_mps: float, ramp_s: float, stop: bool = True) -> float:
+    """Seconds a trapezoidal move (rest to ``speed_mps`` in ``ramp_s``, and back to rest when ``stop``) takes
+    to cover ``distance_m``: the profile of :class:`~handleit.behaviors.common.JointReference`."""
+    d, v, r = abs(float(distance_m)), float(speed_mps), float(ramp_s)
+    ramps = 2 if stop else 1
+    if d >= ramps * 0.5 * v * r:  # reaches full speed
+        return d / v + 0.5 * ramps * r
+    return ramps * math.sqrt(2.0 * (d / ramps) * r / v)
+
+
 class PlanCarry(Skill):
-    """The three base moves of the carry: lift (torso up until the bottom clears the platform, the base already
-    heading for the platform as far as its edge allows: :func:`lift_travel_m`), carry (the
-    bucket's axis over the target) and lower (the bottom just above the platform). Remembers the rim height
-    and the torso height for the "bucket follows?" check."""
+    """Plan the carry: one move that lifts (torso up until the bottom clears the platform) and carries (the
+    bucket's axis to ``CARRY_STOP_SHORT_M`` before the platform's centre) at once, the torso and the base each
+    at full speed, then the set-down (the bottom just above the platform). The base waits at the start for as
+    long as the lift would otherwise not be over when the bucket's wall reaches the platform's edge
+    (:func:`lift_travel_m`). Remembers the rim height and the torso height for the "bucket follows?" check."""
 
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W", "platform_top_z_m",
-                                             "platform_points_W", "target_xy_W"),
-                         writes=("lift_offset_W", "carry_offset_W", "lower_offset_W", "rim_z_at_grasp_m",
+                                             "platform_points_W", "target_xy_W", "hold"),
+                         writes=("carry_offset_W", "carry_delay_s", "lower_offset_W", "rim_z_at_grasp_m",
                                  "torso_at_grasp_m"))
 
     def update(self):
@@ -224,22 +246,29 @@ class PlanCarry(Skill):
         platform_z = self.bb.platform_top_z_m
         if platform_z is None:
             return self.fail("platform not seen")
+        tools = self.tools
         bottom_z = float(np.percentile(self.bb.bucket_points_W[:, 2], 1))
-        lift = max(platform_z + LIFT_CLEARANCE_M - bottom_z, 0.0)
-        carry = np.asarray(self.bb.target_xy_W, dtype=float) - np.asarray(rim.center_W)[:2]
-        # The lift already carries the bucket toward the platform, as far as its wall stays clear of the edge:
-        # the torso (0.5 m/s) and the base (1 m/s) then work together instead of one after the other.
+        hug = self.bb.hold == "hug"
+        lift = max(platform_z + LIFT_CLEARANCE_M + (HUG_EXTRA_LIFT_M if hug else 0.0) - bottom_z, 0.0)
+        to_target = np.asarray(self.bb.target_xy_W, dtype=float) - np.asarray(rim.center_W)[:2]
+        distance = float(np.linalg.norm(to_target))
+        carry = to_target * (max(distance - CARRY_STOP_SHORT_M, 0.0) / max(distance, 1e-9))
+        # How far the bucket may travel before it must be high enough, and when the base may start for the lift
+        # to be over by then: the torso (0.5 m/s) and the base (1 m/s) work together, not one after the other.
         ahead = lift_travel_m(np.asarray(rim.center_W)[:2], carry, rim.outer_radius_m, self.bb.platform_points_W)
-        u = carry / max(float(np.linalg.norm(carry)), 1e-9)
+        x, y, _, height = tools.base_index
+        limits = tools.model.velocity_limits
+        margin_s = LIFT_MARGIN_S + (HUG_EXTRA_MARGIN_S if hug else 0.0)
+        t_lift = trapezoid_time_s(lift, limits[height], HELD_RAMP_S) + margin_s if lift > 0 else 0.0
+        t_ahead = trapezoid_time_s(ahead, min(limits[x], limits[y]), HELD_RAMP_S, stop=False) if ahead > 0 else 0.0
         lower = (platform_z + SET_DOWN_HEIGHT_M) - (bottom_z + lift)
-        self.bb.lift_offset_W = np.array([ahead * u[0], ahead * u[1], lift])
-        self.bb.carry_offset_W = np.array([carry[0] - ahead * u[0], carry[1] - ahead * u[1], 0.0])
+        self.bb.carry_offset_W = np.array([carry[0], carry[1], lift])
+        self.bb.carry_delay_s = max(t_lift - t_ahead, 0.0)
         self.bb.lower_offset_W = np.array([0.0, 0.0, lower])
-        height = self.tools.base_index[3]
         self.bb.rim_z_at_grasp_m, self.bb.torso_at_grasp_m = float(rim.height_m), float(obs.qpos[height])
-        self.feedback_message = (f"lift {100 * lift:.0f} cm ({100 * ahead:.0f} cm ahead), carry "
-                                 f"{100 * np.linalg.norm(carry):.0f} cm, "
-                                 f"platform top {platform_z:.2f} m")
+        self.feedback_message = (f"lift {100 * lift:.0f} cm, carry {100 * np.linalg.norm(carry):.0f} cm "
+                                 f"({100 * ahead:.0f} cm before the edge, base waits "
+                                 f"{self.bb.carry_delay_s:.2f} s), platform top {platform_z:.2f} m")
         return Status.SUCCESS
 
 

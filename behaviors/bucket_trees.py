@@ -17,9 +17,10 @@ or hug the bucket between both arms; lift with the torso; carry onto the platfor
         │       │       ├── plan hug             closed hands on the walls' left and right, pressing in
         │       │       ├── reach beside bucket
         │       │       └── hug walls            held short by the wall: the arms squeeze it
-        │       ├── plan carry                   lift, carry and lower moves from the rim and the platform
+        │       ├── plan carry                   lift-and-carry and set-down moves from the rim and the platform
         │       └── carry (Parallel)
-        │           ├── lift, carry, lower       the base and torso move, the arms hold
+        │           ├── lift, carry, lower       torso and base each at full speed (the base waits for the
+        │           │                            lift only as long as the platform's edge needs), then down
         │           ├── bucket follows?          check: rim rises with the torso, upright, ball inside
         │           └── rim in grippers?         check (rim hold): no gripper closed on air
         ├── let go                               open both grippers, raise the torso, back off
@@ -45,7 +46,7 @@ from .common import HoldStill, OperateGripper, StepTimeout, Tools
 MAX_ATTEMPTS = 3
 BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "ball_points_W": None,
                      "platform_top_z_m": None, "platform_points_W": None, "hold": None, "rim_z_at_grasp_m": None, "torso_at_grasp_m": None,
-                     "lift_offset_W": None, "carry_offset_W": None, "lower_offset_W": None, "preshape_opening_m": None}
+                     "carry_offset_W": None, "carry_delay_s": None, "lower_offset_W": None, "preshape_opening_m": None}
 
 
 def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
@@ -72,8 +73,9 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
                                                     speed_fraction=0.4, gripper="close"), 120, tools),
     ])
     carry_moves = py_trees.composites.Sequence("lift, carry, lower", memory=True, children=[
-        StepTimeout("lifted in time?", MoveBaseHolding("lift", tools, "lift_offset_W"), 150, tools),
-        StepTimeout("carried in time?", MoveBaseHolding("carry to platform", tools, "carry_offset_W"), 400, tools),
+        StepTimeout("carried in time?", MoveBaseHolding("lift and carry", tools, "carry_offset_W",
+                                                        independent_height=True, delay_key="carry_delay_s"),
+                    500, tools),
         StepTimeout("lowered onto platform in time?", MoveBaseHolding("lower", tools, "lower_offset_W"), 150, tools),
     ])
     carry = py_trees.composites.Parallel(

@@ -113,8 +113,12 @@ class JointReference:
     the robot lags its reference while moving, and restarting from the measured configuration would pull it
     back."""
 
-    def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S):
+    def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S, independent=()):
         self.tools, self.speed_fraction, self.ramp_s = tools, speed_fraction, ramp_s
+        # Joints that move on their own trapezoid at full speed instead of arriving with the rest (the torso
+        # lifting a held bucket while the base carries it: neither waits for the other).
+        self.independent = np.asarray(independent, dtype=int)
+        self.k_independent = np.zeros(len(self.independent))
         self.q = None
         self.following = False
 
@@ -134,10 +138,15 @@ class JointReference:
         return qvel, arrived
 
     def start(self, obs: Observation, handover, tick: int) -> None:
-        if handover is not None and handover[0] == tick - 1:
+        # A reference handed over in the last tick, or in this one (a move that ends "held short by contact"
+        # advanced its reference before it returned SUCCESS): continue it, or a squeeze or a hold is let go.
+        if handover is not None and handover[0] in (tick - 1, tick):
             self.q, self.ff, self.k = handover[1].copy(), handover[2].copy(), handover[3]
         else:
             self.q, self.ff, self.k = obs.qpos.copy(), np.zeros_like(obs.qpos), 0.0
+        if len(self.independent):  # each continues at the speed it had
+            full = self.speed_fraction * self.tools.model.velocity_limits[self.independent]
+            self.k_independent = np.minimum(1.0, np.abs(self.ff[self.independent]) / np.maximum(full, 1e-9))
 
     def advance(self, q_target: np.ndarray, obs: Observation) -> tuple[np.ndarray, bool]:
         """One control step toward ``q_target``: returns (velocity command, arrived)."""
@@ -148,6 +157,8 @@ class JointReference:
         remaining = q_target - self.q
         remaining[~np.isin(np.arange(len(remaining)), tools.controlled)] = 0.0  # fingers: the gripper's job
         speed = self.speed_fraction * tools.model.velocity_limits
+        remaining_independent = remaining[self.independent].copy()
+        remaining[self.independent] = 0.0
         time_left = float(np.max(np.abs(remaining) / np.maximum(speed, 1e-9)))
         # The base's x/y limits bound its velocity in its own frame, whatever the heading: budget the planar
         # move as a vector, or a diagonal reference runs ~1.4x faster than the base can follow.
@@ -160,12 +171,22 @@ class JointReference:
         k_stop = math.sqrt(2.0 * time_left / self.ramp_s)
         self.k = min(1.0, self.k + dt / self.ramp_s, k_stop)
         step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
+        arrived = time_left <= dt
+        if len(self.independent):
+            full = speed[self.independent]
+            times = np.abs(remaining_independent) / np.maximum(full, 1e-9)
+            self.k_independent = np.minimum.reduce([np.ones_like(times), self.k_independent + dt / self.ramp_s,
+                                                    np.sqrt(2.0 * times / self.ramp_s)])
+            done = times <= self.k_independent * dt
+            step[self.independent] = np.where(done, remaining_independent,
+                                              np.sign(remaining_independent) * self.k_independent * full * dt)
+            arrived = arrived and bool(np.all(times <= dt))
         self.q = self.q + step
         self.ff = step / dt
         # P + feed-forward: the lag behind a moving reference must not wind up an integral that the arm then
         # pays back as overshoot when the reference stops.
         qvel = tools.tracking_pid.step(self.q, obs.qpos) + self.ff
-        return qvel, time_left <= dt
+        return qvel, arrived
 
     def handover(self, tick: int):
         return (tick, self.q, self.ff, self.k)

@@ -168,3 +168,54 @@ def test_move_bucket_by_the_rim_succeeds():
     info, solver = _episode("MoveBucket", seed=0, max_steps=1000, model_id="bucket-train-001")
     assert info["success"], (info, solver.tools.failure_reasons)
     assert solver.bb.hold == "rim"
+
+
+def _reference_tools():
+    """A 4-joint robot (x, y, yaw, torso) for the joint reference, tracked perfectly."""
+    model = SimpleNamespace(velocity_limits=np.array([1.0, 1.0, 1.0, 0.5]), control_dt_s=0.01)
+    return SimpleNamespace(model=model, controlled=np.arange(4), base_index=np.array([0, 1, 2, 3]),
+                           tracking_pid=SimpleNamespace(step=lambda q_ref, q: np.zeros_like(q)))
+
+
+def _steps_to_arrive(reference, q_target, joint, max_steps=1000):
+    """Control steps until ``joint`` of the reference reaches ``q_target`` and until the whole move arrives."""
+    q = np.zeros(4)
+    reference.start(SimpleNamespace(qpos=q), None, 0)
+    joint_at, arrived_at = None, None
+    for step in range(1, max_steps):
+        _, arrived = reference.advance(q_target, SimpleNamespace(qpos=reference.q.copy()))
+        if joint_at is None and abs(reference.q[joint] - q_target[joint]) < 1e-3:
+            joint_at = step
+        if arrived:
+            arrived_at = step
+            break
+    return joint_at, arrived_at
+
+
+def test_independent_torso_lifts_at_its_own_pace_while_the_base_carries():
+    from handleit.behaviors.bucket_nodes import trapezoid_time_s
+    from handleit.behaviors.common import JointReference
+
+    tools = _reference_tools()
+    q_target = np.array([1.0, 0.0, 0.0, 0.16])  # carry 1 m, lift 16 cm
+    ramp = 0.3
+    together, _ = _steps_to_arrive(JointReference(tools, 1.0, ramp), q_target, joint=3)
+    alone, arrived = _steps_to_arrive(JointReference(tools, 1.0, ramp, independent=(3,)), q_target, joint=3)
+    # Synchronized, the torso arrives with the base; independent, as soon as its own trapezoid allows.
+    base_time = trapezoid_time_s(1.0, 1.0, ramp)
+    lift_time = trapezoid_time_s(0.16, 0.5, ramp)
+    # (The discrete profile ends a few steps sooner than the continuous one: arrival is flagged a step early.)
+    assert abs(together * 0.01 - base_time) < 0.1
+    assert abs(alone * 0.01 - lift_time) < 0.1 and alone < 0.6 * together
+    assert abs(arrived * 0.01 - base_time) < 0.1  # the move as a whole still waits for the base
+
+
+def test_trapezoid_time_covers_short_and_long_moves():
+    from handleit.behaviors.bucket_nodes import trapezoid_time_s
+
+    assert trapezoid_time_s(1.0, 1.0, 0.3) == pytest.approx(1.3)  # cruise: d / v + ramp
+    assert trapezoid_time_s(1.0, 1.0, 0.3, stop=False) == pytest.approx(1.15)
+    # Too short to reach full speed: a triangle, d = v_peak * t / 2 with v_peak = v * (t / 2) / ramp.
+    t = trapezoid_time_s(0.01, 1.0, 0.3)
+    assert 0.5 * (1.0 * (t / 2) / 0.3) * t == pytest.approx(0.01)
+    assert trapezoid_time_s(0.0, 1.0, 0.3) == 0.0
