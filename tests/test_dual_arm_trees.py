@@ -219,3 +219,20 @@ def test_trapezoid_time_covers_short_and_long_moves():
     t = trapezoid_time_s(0.01, 1.0, 0.3)
     assert 0.5 * (1.0 * (t / 2) / 0.3) * t == pytest.approx(0.01)
     assert trapezoid_time_s(0.0, 1.0, 0.3) == 0.0
+
+
+def test_a_reference_handed_over_in_the_same_tick_is_continued():
+    """A move that ends "held short by contact" advanced its reference before returning SUCCESS: the next move
+    starts in the same tick and must continue that reference (a hug's squeeze), not the measured joints."""
+    from handleit.behaviors.common import JointReference
+
+    tools = _reference_tools()
+    measured = SimpleNamespace(qpos=np.zeros(4))
+    squeezed = np.array([0.0, 0.0, 0.0, 0.05])  # the reference pushes 5 cm past where the robot is held
+    for handed_at in (7, 6):
+        reference = JointReference(tools, 1.0)
+        reference.start(measured, (handed_at, squeezed, np.zeros(4), 0.0), tick=7)
+        assert np.allclose(reference.q, squeezed)
+    stale = JointReference(tools, 1.0)
+    stale.start(measured, (5, squeezed, np.zeros(4), 0.0), tick=7)
+    assert np.allclose(stale.q, measured.qpos)  # an older reference is not continued
