@@ -169,13 +169,15 @@ class MoveBaseHolding(Skill):
 
     def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=1.0, settle_mps=0.05,
                  tolerance_m=0.01, ramp_s: float = HELD_RAMP_S, independent_height: bool = False,
-                 delay_key: str | None = None):
+                 delay_key: str | None = None, base_frame_budget: bool = True):
         reads = ("observation", "tick", offset_key) + ((delay_key,) if delay_key else ())
         super().__init__(name, tools, reads=reads, writes=("command", "reference"))
         self.offset_key, self.gripper, self.delay_key = offset_key, gripper, delay_key
         self.settle_mps, self.tolerance_m = settle_mps, tolerance_m
         independent = (tools.base_index[3],) if independent_height else ()
-        self.reference = JointReference(tools, speed_fraction, ramp_s, independent=independent)
+        # The base's heading does not change in these moves: its x/y limits are budgeted in its own frame.
+        self.reference = JointReference(tools, speed_fraction, ramp_s, independent=independent,
+                                        base_frame_budget=base_frame_budget)
 
     def initialise(self):
         self.q_target = None

@@ -21,7 +21,7 @@ from py_trees.common import Status
 from handleit.perception.chair_center import estimate_chair_center
 from handleit.types import Observation
 
-from .bimanual_nodes import fastest_hold, flipped_about_approach, shifted_goals
+from .bimanual_nodes import fastest_hold, flipped_about_approach, shifted_goals, time_to_go_s
 from .common import Skill
 
 MIN_CHAIR_POINTS = 200  # fewer chair points than this give no reliable estimate
@@ -31,7 +31,9 @@ HOLD_DEPTH_M = 0.02  # finger pads centred this far below the backrest's top edg
 HOLD_INSET_M = 0.07  # grippers this far in from the backrest's side edges
 MIN_HOLD_SEPARATION_M = 0.2  # two Panda hands side by side need about this much
 PREGRASP_HEIGHT_M = 0.15  # above the grasp: the arms swing in from the robot's sides above the backrest
-CENTERED_TOLERANCE_M = 0.05  # nudge until the estimate is this close (success needs 0.15 m)
+CENTERED_TOLERANCE_M = 0.08  # nudge until the estimate is this close (success needs 0.15 m; the estimate's RMS
+# error is ~2 cm, and every nudge sets the chair moving again, while success needs it static)
+PUSH_SPEED_FRACTION = 0.9  # of the base's per-axis limits: headroom for the tracking's corrections at full speed
 PUSH_STOP_SHORT_M = 0.07  # the push ends this far before the target: 8 cm inside the success radius, 4x the
 # centre estimate's RMS error (docs/benchmarks.md), and ~7 steps sooner at the base's 1 m/s
 MAX_NUDGE_M = 0.35  # a nudge moves the base at most this far (a wild estimate must not fling the chair)
@@ -42,6 +44,11 @@ CHAIR_KEEP_OUT_M = 0.55
 # IK cost weights tried for the hold (the quickest solution to reach wins): the torso is the slowest joint
 # (0.5 m/s), and a heavy weight on it finds the reach with the arms alone where there is one.
 HOLD_IK_WEIGHTS = ({"base_height": 20.0}, {"base_height": 400.0})
+# The base's x/y speed limits hold per axis of its own frame, so pushing at 45 degrees to its heading goes up to
+# sqrt(2) times faster. The hold is also planned with the base turned that way (a cost pulling the heading there,
+# not a constraint), and the plan with the least time to reach plus time to push wins.
+PUSH_HEADING_OFFSETS_RAD = (math.pi / 4, -math.pi / 4)
+HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
 
 
 class PerceiveChair(Skill):
@@ -102,7 +109,7 @@ class PlanBackrestHold(Skill):
     (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery."""
 
     def __init__(self, name, tools, refine: bool = False):
-        super().__init__(name, tools, reads=("observation", "backrest", "chair_center_W", "X_WG_grasp"),
+        super().__init__(name, tools, reads=("observation", "backrest", "chair_center_W", "X_WG_grasp", "target_xy_W"),
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.refine = refine
 
@@ -124,9 +131,7 @@ class PlanBackrestHold(Skill):
             self.feedback_message = f"grasp refined, top {backrest.top_height_m:.2f} m"
             return Status.SUCCESS
         try:
-            grasp, pre, goals, above = fastest_hold(
-                self.tools, obs, options, lambda g: shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M]),
-                HOLD_IK_WEIGHTS, base_keep_out=keep_out)
+            grasp, pre, goals, above = self._quickest_hold_and_push(obs, options, keep_out)
         except RuntimeError as e:
             return self.fail(f"IK failed: {e}")
         self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
@@ -135,6 +140,49 @@ class PlanBackrestHold(Skill):
                                          self.tools.model.gripper_max_opening_m)
         self.feedback_message = f"hold planned, top {backrest.top_height_m:.2f} m"
         return Status.SUCCESS
+
+
+    def _quickest_hold_and_push(self, obs: Observation, options, keep_out):
+        """The hold (as :func:`fastest_hold`) planned with the base's heading free, and pulled toward
+        ``PUSH_HEADING_OFFSETS_RAD`` off the push's direction; the one with the least time to reach it plus the
+        time to push the chair to the target at the base's per-axis limits wins."""
+        tools = self.tools
+        x, y, yaw, _ = tools.base_index
+
+        def pregrasp_of(g):
+            return shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M])
+
+        center = self.bb.chair_center_W
+        push = None if center is None else np.asarray(self.bb.target_xy_W, dtype=float) - center[:2]
+        plans = [fastest_hold(tools, obs, options, pregrasp_of, HOLD_IK_WEIGHTS, base_keep_out=keep_out)]
+        if push is not None and np.linalg.norm(push) > 1e-3:
+            heading = math.atan2(push[1], push[0])
+            for offset in PUSH_HEADING_OFFSETS_RAD:
+                q_nominal = obs.qpos.copy()
+                q_nominal[yaw] = obs.qpos[yaw] + _wrap(heading + offset - obs.qpos[yaw])
+                weights = [{**w, "base_rotation": HEADING_WEIGHT} for w in HOLD_IK_WEIGHTS]
+                try:
+                    plans.append(fastest_hold(tools, obs, options, pregrasp_of, weights, base_keep_out=keep_out,
+                                              q_nominal=q_nominal))
+                except RuntimeError:
+                    continue
+        limits = tools.model.velocity_limits
+
+        def total_time_s(plan):
+            grasp, pre = plan[0], plan[1]
+            t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
+            if push is None:
+                return t
+            a = float(grasp.q[yaw])
+            c, s_ = math.cos(a), math.sin(a)
+            push_B = np.array([c * push[0] + s_ * push[1], -s_ * push[0] + c * push[1]])
+            return t + float(np.max(np.abs(push_B) / limits[[x, y]]))
+
+        return min(plans, key=total_time_s)
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2 * math.pi) - math.pi
 
 
 class PlanPush(Skill):

@@ -34,6 +34,7 @@ from py_trees.common import ParallelPolicy
 from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
 from .chair_nodes import (
     MAX_NUDGE_M,
+    PUSH_SPEED_FRACTION,
     PUSH_STOP_SHORT_M,
     ChairCentered,
     ChairUpright,
@@ -60,7 +61,7 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         ChairCentered("chair centred?", tools), nudge_once])
     push_and_nudge = py_trees.composites.Sequence("push and nudge", memory=True, children=[
         PlanPush("plan push", tools, stop_short_m=PUSH_STOP_SHORT_M),
-        StepTimeout("push in time?", MoveBaseHolding("push to target", tools, "push_offset_W"), 400, tools),
+        StepTimeout("push in time?", MoveBaseHolding("push to target", tools, "push_offset_W", speed_fraction=PUSH_SPEED_FRACTION), 400, tools),
         py_trees.decorators.Retry("nudge", centred_or_nudge, MAX_NUDGES),
     ])
     push = py_trees.composites.Parallel(

@@ -113,8 +113,13 @@ class JointReference:
     the robot lags its reference while moving, and restarting from the measured configuration would pull it
     back."""
 
-    def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S, independent=()):
+    def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S, independent=(),
+                 base_frame_budget: bool = False):
         self.tools, self.speed_fraction, self.ramp_s = tools, speed_fraction, ramp_s
+        # The base's x/y velocity limits hold per axis of its own frame: a move diagonal to its heading may run
+        # at up to sqrt(2) times one axis' limit. Budgeted so when set (the base's heading fixed during the
+        # move); else as one vector at the lower limit, which is safe whatever the heading does.
+        self.base_frame_budget = base_frame_budget
         # Joints that move on their own trapezoid at full speed instead of arriving with the rest (the torso
         # lifting a held bucket while the base carries it: neither waits for the other).
         self.independent = np.asarray(independent, dtype=int)
@@ -159,13 +164,24 @@ class JointReference:
         speed = self.speed_fraction * tools.model.velocity_limits
         remaining_independent = remaining[self.independent].copy()
         remaining[self.independent] = 0.0
-        time_left = float(np.max(np.abs(remaining) / np.maximum(speed, 1e-9)))
-        # The base's x/y limits bound its velocity in its own frame, whatever the heading: budget the planar
-        # move as a vector, or a diagonal reference runs ~1.4x faster than the base can follow.
         xy = tools.base_index[:2]
+        per_joint = np.abs(remaining) / np.maximum(speed, 1e-9)
         if len(xy):  # an arm bolted in place has no base to budget
-            planar_speed = float(np.min(speed[xy]))
-            time_left = max(time_left, float(np.linalg.norm(remaining[xy])) / max(planar_speed, 1e-9))
+            per_joint[xy] = 0.0
+        time_left = float(np.max(per_joint))
+        # The base's x/y limits bound its velocity in its own frame: budget the planar move there (heading fixed
+        # during the move) or as one vector at the lower limit (any heading); budgeting the world's x and y
+        # separately would let a diagonal reference run ~1.4x faster than the base can follow.
+        if len(xy):
+            d = remaining[xy]
+            if self.base_frame_budget:
+                yaw = float(self.q[tools.base_index[2]])
+                c, s_ = math.cos(yaw), math.sin(yaw)
+                d_B = np.array([c * d[0] + s_ * d[1], -s_ * d[0] + c * d[1]])
+                planar_time = float(np.max(np.abs(d_B) / np.maximum(speed[xy], 1e-9)))
+            else:
+                planar_time = float(np.linalg.norm(d)) / max(float(np.min(speed[xy])), 1e-9)
+            time_left = max(time_left, planar_time)
         # Trapezoidal profile: speed factor k in [0, 1] of the synchronized full speed, raised by at most
         # dt / ramp per step and low enough to stop in the time left (k^2 ramp / 2 <= t).
         k_stop = math.sqrt(2.0 * time_left / self.ramp_s)

@@ -236,3 +236,27 @@ def test_a_reference_handed_over_in_the_same_tick_is_continued():
     stale = JointReference(tools, 1.0)
     stale.start(measured, (5, squeezed, np.zeros(4), 0.0), tick=7)
     assert np.allclose(stale.q, measured.qpos)  # an older reference is not continued
+
+
+def test_base_frame_budget_runs_a_move_diagonal_to_the_heading_faster():
+    """The base's x/y limits hold per axis of its own frame: turned 45 degrees to the move, it may go sqrt(2)
+    times faster than the vector budget allows, and no axis of its own frame exceeds its limit."""
+    from handleit.behaviors.common import JointReference
+
+    tools = _reference_tools()
+    start = SimpleNamespace(qpos=np.array([0.0, 0.0, math.pi / 4, 0.0]))
+    q_target = np.array([1.0, 0.0, math.pi / 4, 0.0])  # 1 m along the world's x, 45 degrees off the heading
+    steps = {}
+    for budget in (False, True):
+        reference = JointReference(tools, 1.0, 0.3, base_frame_budget=budget)
+        reference.start(start, None, 0)
+        for step in range(1, 1000):
+            _, arrived = reference.advance(q_target, SimpleNamespace(qpos=reference.q.copy()))
+            v_W = reference.ff[:2]
+            c, s = math.cos(math.pi / 4), math.sin(math.pi / 4)
+            v_B = np.array([c * v_W[0] + s * v_W[1], -s * v_W[0] + c * v_W[1]])
+            assert np.all(np.abs(v_B) <= 1.0 + 1e-9)
+            if arrived:
+                steps[budget] = step
+                break
+    assert steps[True] < 0.8 * steps[False]
