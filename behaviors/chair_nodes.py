@@ -138,7 +138,8 @@ class PlanBackrestHold(Skill):
         self.bb.q_pregrasp, self.bb.X_WG_pregrasp = pre.q, above
         self.bb.preshape_opening_m = min(backrest.thickness_m + PRESHAPE_MARGIN_M,
                                          self.tools.model.gripper_max_opening_m)
-        self.feedback_message = f"hold planned, top {backrest.top_height_m:.2f} m"
+        self.feedback_message = (f"hold planned, top {backrest.top_height_m:.2f} m; heading to the push and time "
+                                 f"to reach and push: {self.plan_summary}")
         return Status.SUCCESS
 
 
@@ -148,6 +149,7 @@ class PlanBackrestHold(Skill):
         time to push the chair to the target at the base's per-axis limits wins."""
         tools = self.tools
         x, y, yaw, _ = tools.base_index
+        self.plan_summary = "no push direction yet"
 
         def pregrasp_of(g):
             return shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M])
@@ -155,6 +157,7 @@ class PlanBackrestHold(Skill):
         center = self.bb.chair_center_W
         push = None if center is None else np.asarray(self.bb.target_xy_W, dtype=float) - center[:2]
         plans = [fastest_hold(tools, obs, options, pregrasp_of, HOLD_IK_WEIGHTS, base_keep_out=keep_out)]
+        heading = None
         if push is not None and np.linalg.norm(push) > 1e-3:
             heading = math.atan2(push[1], push[0])
             for offset in PUSH_HEADING_OFFSETS_RAD:
@@ -178,7 +181,12 @@ class PlanBackrestHold(Skill):
             push_B = np.array([c * push[0] + s_ * push[1], -s_ * push[0] + c * push[1]])
             return t + float(np.max(np.abs(push_B) / limits[[x, y]]))
 
-        return min(plans, key=total_time_s)
+        times = [total_time_s(p) for p in plans]
+        best = int(np.argmin(times))
+        if heading is not None:
+            self.plan_summary = ", ".join(
+                f"{math.degrees(_wrap(float(p[0].q[yaw]) - heading)):+.0f} deg {t:.2f} s" for p, t in zip(plans, times))
+        return plans[best]
 
 
 def _wrap(angle: float) -> float:
