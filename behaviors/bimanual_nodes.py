@@ -169,7 +169,7 @@ class MoveBaseHolding(Skill):
 
     def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=1.0, settle_mps=0.05,
                  tolerance_m=0.01, ramp_s: float = HELD_RAMP_S, independent_height: bool = False,
-                 delay_key: str | None = None, base_frame_budget: bool = True):
+                 delay_key: str | None = None):
         reads = ("observation", "tick", offset_key) + ((delay_key,) if delay_key else ())
         super().__init__(name, tools, reads=reads, writes=("command", "reference"))
         self.offset_key, self.gripper, self.delay_key = offset_key, gripper, delay_key
@@ -177,7 +177,7 @@ class MoveBaseHolding(Skill):
         independent = (tools.base_index[3],) if independent_height else ()
         # The base's heading does not change in these moves: its x/y limits are budgeted in its own frame.
         self.reference = JointReference(tools, speed_fraction, ramp_s, independent=independent,
-                                        base_frame_budget=base_frame_budget)
+                                        base_frame_budget=True)
 
     def initialise(self):
         self.q_target = None
@@ -196,7 +196,7 @@ class MoveBaseHolding(Skill):
             if len(offset) > 2:
                 self.q_target[height] = np.clip(self.q_target[height] + offset[2], *tools.model.joint_limits[height])
             delay_s = float(self.bb.get(self.delay_key) or 0.0) if self.delay_key else 0.0
-            self.delay_steps = int(math.ceil(delay_s / tools.model.control_dt_s))
+            self.delay_steps = math.ceil(delay_s / tools.model.control_dt_s)
             self.q_start_xy = self.reference.q[[x, y]].copy()
         self.ticks += 1
         q_target = self.q_target

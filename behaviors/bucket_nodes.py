@@ -26,7 +26,7 @@ from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim
 from handleit.types import Observation
 
 from .bimanual_nodes import HELD_RAMP_S, fastest_hold, flipped_about_approach, shifted_goals
-from .common import Skill
+from .common import Skill, trapezoid_time_s
 
 MIN_BUCKET_POINTS = 150
 PERCEIVE_EVERY_STEPS = 2
@@ -213,16 +213,6 @@ def lift_travel_m(center_xy, carry_xy, radius_m: float, platform_points_W) -> fl
     # The wall's circle touches a point at ``across`` when the centre is this far behind it along the line.
     first_contact = float(np.min(along[hit] - np.sqrt(reach ** 2 - across[hit] ** 2)))
     return float(np.clip(first_contact, 0.0, distance))
-
-
-def trapezoid_time_s(distance_m: float, speed_mps: float, ramp_s: float, stop: bool = True) -> float:
-    """Seconds a trapezoidal move (rest to ``speed_mps`` in ``ramp_s``, and back to rest when ``stop``) takes
-    to cover ``distance_m``: the profile of :class:`~handleit.behaviors.common.JointReference`."""
-    d, v, r = abs(float(distance_m)), float(speed_mps), float(ramp_s)
-    ramps = 2 if stop else 1
-    if d >= ramps * 0.5 * v * r:  # reaches full speed
-        return d / v + 0.5 * ramps * r
-    return ramps * math.sqrt(2.0 * (d / ramps) * r / v)
 
 
 class PlanCarry(Skill):

@@ -18,6 +18,7 @@ import math
 import numpy as np
 from py_trees.common import Status
 
+from handleit.control.actions import world_to_base_velocity
 from handleit.perception.chair_center import estimate_chair_center
 from handleit.types import Observation
 
@@ -109,7 +110,8 @@ class PlanBackrestHold(Skill):
     (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery."""
 
     def __init__(self, name, tools, refine: bool = False):
-        super().__init__(name, tools, reads=("observation", "backrest", "chair_center_W", "X_WG_grasp", "target_xy_W"),
+        super().__init__(name, tools,
+                         reads=("observation", "backrest", "chair_center_W", "X_WG_grasp", "target_xy_W"),
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.refine = refine
 
@@ -141,7 +143,6 @@ class PlanBackrestHold(Skill):
         self.feedback_message = (f"hold planned, top {backrest.top_height_m:.2f} m; heading to the push and time "
                                  f"to reach and push: {self.plan_summary}")
         return Status.SUCCESS
-
 
     def _quickest_hold_and_push(self, obs: Observation, options, keep_out):
         """The hold (as :func:`fastest_hold`) planned with the base's heading free, and pulled toward
@@ -176,9 +177,7 @@ class PlanBackrestHold(Skill):
             t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
             if push is None:
                 return t
-            a = float(grasp.q[yaw])
-            c, s_ = math.cos(a), math.sin(a)
-            push_B = np.array([c * push[0] + s_ * push[1], -s_ * push[0] + c * push[1]])
+            push_B = world_to_base_velocity(push, float(grasp.q[yaw]))  # a displacement, rotated alike
             return t + float(np.max(np.abs(push_B) / limits[[x, y]]))
 
         times = [total_time_s(p) for p in plans]

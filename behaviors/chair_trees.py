@@ -61,7 +61,8 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         ChairCentered("chair centred?", tools), nudge_once])
     push_and_nudge = py_trees.composites.Sequence("push and nudge", memory=True, children=[
         PlanPush("plan push", tools, stop_short_m=PUSH_STOP_SHORT_M),
-        StepTimeout("push in time?", MoveBaseHolding("push to target", tools, "push_offset_W", speed_fraction=PUSH_SPEED_FRACTION), 400, tools),
+        StepTimeout("push in time?", MoveBaseHolding("push to target", tools, "push_offset_W",
+                                                     speed_fraction=PUSH_SPEED_FRACTION), 400, tools),
         py_trees.decorators.Retry("nudge", centred_or_nudge, MAX_NUDGES),
     ])
     push = py_trees.composites.Parallel(

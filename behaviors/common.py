@@ -16,6 +16,7 @@ import numpy as np
 import py_trees
 from py_trees.common import Access, Status
 
+from handleit.control.actions import world_to_base_velocity
 from handleit.control.pid import PIDController
 from handleit.types import Command, GripperCommand, Observation, RobotModel
 
@@ -175,24 +176,18 @@ class JointReference:
         if len(xy):
             d = remaining[xy]
             if self.base_frame_budget:
-                yaw = float(self.q[tools.base_index[2]])
-                c, s_ = math.cos(yaw), math.sin(yaw)
-                d_B = np.array([c * d[0] + s_ * d[1], -s_ * d[0] + c * d[1]])
+                d_B = world_to_base_velocity(d, float(self.q[tools.base_index[2]]))  # a displacement, rotated alike
                 planar_time = float(np.max(np.abs(d_B) / np.maximum(speed[xy], 1e-9)))
             else:
                 planar_time = float(np.linalg.norm(d)) / max(float(np.min(speed[xy])), 1e-9)
             time_left = max(time_left, planar_time)
-        # Trapezoidal profile: speed factor k in [0, 1] of the synchronized full speed, raised by at most
-        # dt / ramp per step and low enough to stop in the time left (k^2 ramp / 2 <= t).
-        k_stop = math.sqrt(2.0 * time_left / self.ramp_s)
-        self.k = min(1.0, self.k + dt / self.ramp_s, k_stop)
+        self.k = float(self._speed_factor(self.k, time_left, dt))
         step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
         arrived = time_left <= dt
         if len(self.independent):
             full = speed[self.independent]
             times = np.abs(remaining_independent) / np.maximum(full, 1e-9)
-            self.k_independent = np.minimum.reduce([np.ones_like(times), self.k_independent + dt / self.ramp_s,
-                                                    np.sqrt(2.0 * times / self.ramp_s)])
+            self.k_independent = self._speed_factor(self.k_independent, times, dt)
             done = times <= self.k_independent * dt
             step[self.independent] = np.where(done, remaining_independent,
                                               np.sign(remaining_independent) * self.k_independent * full * dt)
@@ -204,8 +199,23 @@ class JointReference:
         qvel = tools.tracking_pid.step(self.q, obs.qpos) + self.ff
         return qvel, arrived
 
+    def _speed_factor(self, k, time_left, dt: float):
+        """Trapezoidal profile: the speed factor k in [0, 1] of full speed (scalar or per joint), raised by at
+        most dt / ramp per step and low enough to stop in the time left at full speed (k^2 ramp / 2 <= t)."""
+        return np.minimum(np.minimum(1.0, k + dt / self.ramp_s), np.sqrt(2.0 * np.asarray(time_left) / self.ramp_s))
+
     def handover(self, tick: int):
         return (tick, self.q, self.ff, self.k)
+
+
+def trapezoid_time_s(distance_m: float, speed_mps: float, ramp_s: float, stop: bool = True) -> float:
+    """Seconds a trapezoidal move (rest to ``speed_mps`` in ``ramp_s``, and back to rest when ``stop``) takes
+    to cover ``distance_m``: the profile of :class:`JointReference`."""
+    d, v, r = abs(float(distance_m)), float(speed_mps), float(ramp_s)
+    ramps = 2 if stop else 1
+    if d >= ramps * 0.5 * v * r:  # reaches full speed
+        return d / v + 0.5 * ramps * r
+    return ramps * math.sqrt(2.0 * (d / ramps) * r / v)
 
 
 def finger_gap_m(obs: Observation, tools: Tools, side: str | None = None) -> float:

@@ -20,9 +20,10 @@ import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.sim_robot import SimRobot
 
+CABINET_PHASES = ("wait for handle points", "plan grasp", "move to pregrasp", "move to grasp", "close gripper")
 PHASES = {
-    "OpenCabinetDoor": ("wait for handle points", "plan grasp", "move to pregrasp", "move to grasp", "close gripper"),
-    "OpenCabinetDrawer": ("wait for handle points", "plan grasp", "move to pregrasp", "move to grasp", "close gripper"),
+    "OpenCabinetDoor": CABINET_PHASES,
+    "OpenCabinetDrawer": CABINET_PHASES,
     "PushChair": ("plan hold", "reach above backrest", "lower onto backrest", "plan push", "push to target",
                   "chair centred?"),
     "MoveBucket": ("plan rim hold", "reach above rim", "lower onto rim", "close grippers", "plan hug",

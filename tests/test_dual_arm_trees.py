@@ -193,8 +193,7 @@ def _steps_to_arrive(reference, q_target, joint, max_steps=1000):
 
 
 def test_independent_torso_lifts_at_its_own_pace_while_the_base_carries():
-    from handleit.behaviors.bucket_nodes import trapezoid_time_s
-    from handleit.behaviors.common import JointReference
+    from handleit.behaviors.common import JointReference, trapezoid_time_s
 
     tools = _reference_tools()
     q_target = np.array([1.0, 0.0, 0.0, 0.16])  # carry 1 m, lift 16 cm
@@ -211,7 +210,7 @@ def test_independent_torso_lifts_at_its_own_pace_while_the_base_carries():
 
 
 def test_trapezoid_time_covers_short_and_long_moves():
-    from handleit.behaviors.bucket_nodes import trapezoid_time_s
+    from handleit.behaviors.common import trapezoid_time_s
 
     assert trapezoid_time_s(1.0, 1.0, 0.3) == pytest.approx(1.3)  # cruise: d / v + ramp
     assert trapezoid_time_s(1.0, 1.0, 0.3, stop=False) == pytest.approx(1.15)
