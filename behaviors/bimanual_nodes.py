@@ -13,6 +13,7 @@ import math
 import numpy as np
 from py_trees.common import Status
 
+from handleit.control.actions import world_to_base_velocity
 from handleit.perception.handle_grasps import flipped_grasp_pose
 from handleit.planning.whole_body_ik import rotation_angle_rad
 from handleit.types import Observation
@@ -22,6 +23,9 @@ from .common import FINGER_GAP_EMPTY_M, JointReference, ProgressWatch, Skill, To
 # Speeding up and slowing down with a held object takes this long (s): a held chair or bucket is pulled by
 # the hands high up, and a hard stop sets it swinging (seconds before it is static again).
 HELD_RAMP_S = 0.3
+# Weight (per second) of the time to reach a hold in its IK cost, beside the posture cost: among the many whole-body
+# solutions, the quickest to reach (the slowest joint's travel over its speed) rather than only the nearest.
+HOLD_TIME_WEIGHT = 20.0
 
 
 def shifted_goals(goals: dict[str, np.ndarray], d_W) -> dict[str, np.ndarray]:
@@ -54,22 +58,28 @@ def flipped_about_approach(goals: dict[str, np.ndarray]) -> list[dict[str, np.nd
             for mask in range(2 ** len(sides))]
 
 
-def fastest_hold(tools: Tools, obs: Observation, goal_options, pregrasp_of, weight_options, **solve_kwargs):
+def fastest_hold(tools: Tools, obs: Observation, goal_options, pregrasp_of, weight_options, tilt_rad: float = 0.0,
+                 **solve_kwargs):
     """The quickest hold to reach among IK solutions for several goal variants and cost weights.
 
     ``goal_options``: candidate grasp goals (side -> X_WG); ``pregrasp_of(goals)``: the pregrasp goals above
-    them; ``weight_options``: IK cost weights to try (e.g. a heavy torso weight keeps the slow torso still).
+    them; ``weight_options``: IK cost weights to try (e.g. a heavy torso weight keeps the slow torso still);
+    ``tilt_rad``: how far each gripper may turn about its closing axis from its goal (a pinch grips the same;
+    ``WholeBodyIK.solve``'s ``closing_axis_tilt_rad``): the goals returned are then the poses reached.
     Each grasp is solved from the current configuration and its pregrasp from the grasp (base fixed, else
     free); the pair with the least time to go (now -> pregrasp -> grasp, :func:`time_to_go_s`) wins.
     Returns ``(grasp, pregrasp, goals, pregrasp_goals)`` or raises ``RuntimeError`` with the last IK message."""
     best, last = None, "no candidate"
-    for goals in goal_options:
-        pre_goals = pregrasp_of(goals)
+    for option in goal_options:
         for weights in weight_options:
-            grasp = tools.ik.solve(obs.qpos, goals, weights=weights, **solve_kwargs)
+            grasp = tools.ik.solve(obs.qpos, option, weights=weights, closing_axis_tilt_rad=tilt_rad,
+                                   velocity_limits=controlled_speeds(tools), time_weight=HOLD_TIME_WEIGHT,
+                                   **solve_kwargs)
             if not grasp.success:
                 last = grasp.message
                 continue
+            goals = option if tilt_rad == 0.0 else reached_goals(tools, grasp.q, option)
+            pre_goals = pregrasp_of(goals)
             pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, fixed_joints=tools.model.base_joint_names)
             if not pre.success:  # the torso may rise too
                 pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, **solve_kwargs)
@@ -82,6 +92,116 @@ def fastest_hold(tools: Tools, obs: Observation, goal_options, pregrasp_of, weig
     if best is None:
         raise RuntimeError(last)
     return best[1:]
+
+
+def wrap_angle_rad(angle: float) -> float:
+    """The same angle in [-pi, pi)."""
+    return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+def move_time_s(tools: Tools, move_W, heading_rad: float) -> float:
+    """Seconds the base needs (ramps left out) to move by ``move_W`` (m, world x/y) with its heading held at
+    ``heading_rad``: its x/y limits hold per axis of its own frame, so a move at 45 degrees to the heading runs
+    up to sqrt(2) times faster than one along it."""
+    x, y = tools.base_index[:2]
+    move_B = world_to_base_velocity(np.asarray(move_W, dtype=float)[:2], heading_rad)  # a displacement, rotated alike
+    return float(np.max(np.abs(move_B) / tools.model.velocity_limits[[x, y]]))
+
+
+def body_travel_m(X_WB: np.ndarray, half_extents_m, move_xy, points_W, margin_m: float) -> float:
+    """How far (m) the base may move along ``move_xy`` (world x/y, heading fixed) before the footprint of its
+    body (``half_extents_m``: x, y in the base frame), widened by ``margin_m``, reaches one of ``points_W``
+    (e.g. the seen top of a platform, which the body, reaching the floor, cannot pass over). The whole move
+    when nothing is in the way or the footprint is unknown."""
+    distance = float(np.linalg.norm(np.asarray(move_xy, dtype=float)[:2]))
+    if half_extents_m is None or points_W is None or len(points_W) == 0 or distance < 1e-9:
+        return distance
+    R = X_WB[:2, :2]
+    u_B = R.T @ (np.asarray(move_xy, dtype=float)[:2] / distance)
+    p_B = (np.asarray(points_W)[:, :2] - X_WB[:2, 3]) @ R  # the points in the base frame (rows: R^T p)
+    half = np.asarray(half_extents_m, dtype=float) + margin_m
+    # A point is inside the moved footprint while |p - s u| <= half on both axes: an interval of s per axis.
+    lo, hi = np.full(len(p_B), -np.inf), np.full(len(p_B), np.inf)
+    for axis in range(2):
+        if abs(u_B[axis]) < 1e-9:
+            outside = np.abs(p_B[:, axis]) > half[axis]
+            lo[outside], hi[outside] = np.inf, -np.inf
+            continue
+        a = (p_B[:, axis] - half[axis]) / u_B[axis]
+        b = (p_B[:, axis] + half[axis]) / u_B[axis]
+        lo, hi = np.maximum(lo, np.minimum(a, b)), np.minimum(hi, np.maximum(a, b))
+    hit = (lo <= hi) & (hi >= 0.0)
+    if not hit.any():
+        return distance
+    return float(np.clip(np.min(lo[hit]), 0.0, distance))
+
+
+def controlled_speeds(tools: Tools) -> np.ndarray:
+    """The velocity limits of the joints a move drives (base and arms), zero for the rest (the fingers)."""
+    v = np.zeros(len(tools.model.velocity_limits))
+    v[tools.controlled] = tools.model.velocity_limits[tools.controlled]
+    return v
+
+
+def reached_goals(tools: Tools, q: np.ndarray, goals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The tool-centre poses (side -> X_WG) that ``q`` reaches, with the positions of ``goals``: what an IK
+    solve that was free to turn the grippers (about their closing axes) arrived at."""
+    out = {}
+    for side, X in goals.items():
+        out[side] = tools.ik.tcp_pose(q, side)
+        out[side][:3, 3] = X[:3, 3]
+    return out
+
+
+def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregrasp_of, weight_options, move_W,
+                           heading_offsets_rad, heading_weight: float, free_heading: bool = True, **solve_kwargs):
+    """The hold (as :func:`fastest_hold`) from which reaching it and then moving the base by ``move_W`` (m, world
+    x/y, heading fixed: a push or a carry) takes the least time.
+
+    Planned with the base's heading free, and with the heading pulled (a cost, not a constraint) toward each of
+    ``heading_offsets_rad`` off the move's direction: at 45 degrees to its heading the base moves sqrt(2) times
+    faster. ``goals_facing(heading_rad | None)``: the candidate grasp goals (side -> X_WG) for the robot facing
+    the object along that heading (None: as it stands now); ``free_heading=False`` leaves out the free heading
+    when the move's direction is known (the heading then matters for more than speed). Returns ``(plan, summary)``: the plan as
+    :func:`fastest_hold` returns it, and a line of feedback (each heading tried and its time). Raises
+    ``RuntimeError`` when no hold is found for any heading."""
+    yaw = tools.base_index[2]
+    move = None if move_W is None else np.asarray(move_W, dtype=float)[:2]
+    candidates = []
+    if move is not None and np.linalg.norm(move) > 1e-3:
+        direction = math.atan2(move[1], move[0])
+        candidates += [(direction, direction + offset) for offset in heading_offsets_rad]
+    if free_heading or not candidates:
+        candidates.insert(0, (None, None))
+    plans, last = [], None
+    for direction, heading in candidates:
+        kwargs = dict(solve_kwargs)
+        weights = weight_options
+        if heading is not None:
+            q_nominal = obs.qpos.copy()
+            q_nominal[yaw] = obs.qpos[yaw] + wrap_angle_rad(heading - obs.qpos[yaw])
+            kwargs["q_nominal"] = q_nominal
+            weights = [{**w, "base_rotation": heading_weight} for w in weight_options]
+        try:
+            plans.append(fastest_hold(tools, obs, goals_facing(heading), pregrasp_of, weights, **kwargs))
+        except RuntimeError as e:
+            last = e
+    if not plans:
+        raise RuntimeError(str(last))
+
+    def total_time_s(plan):
+        grasp, pre = plan[0], plan[1]
+        t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
+        return t if move is None else t + move_time_s(tools, move, float(grasp.q[yaw]))
+
+    times = [total_time_s(p) for p in plans]
+    best = int(np.argmin(times))
+    summary = "no move direction yet"
+    if move is not None and np.linalg.norm(move) > 1e-3:
+        direction = math.atan2(move[1], move[0])
+        summary = ", ".join(f"{math.degrees(wrap_angle_rad(float(p[0].q[yaw]) - direction)):+.0f} deg {t:.2f} s"
+                            for p, t in zip(plans, times))
+    return plans[best], summary
 
 
 class MoveBothArms(Skill):
@@ -165,14 +285,16 @@ class MoveBaseHolding(Skill):
 
     ``independent_height``: the torso rises at its own full speed instead of arriving with the base (a lift
     that must be over before the base reaches an edge); ``delay_key``: a blackboard key holding how long (s)
-    the base waits before it starts, the torso already moving."""
+    the base waits before it starts, the torso already moving. ``gripper_key``: a blackboard key holding the
+    grippers' command (the hold decides it), used instead of ``gripper`` when set."""
 
     def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=1.0, settle_mps=0.05,
                  tolerance_m=0.01, ramp_s: float = HELD_RAMP_S, independent_height: bool = False,
-                 delay_key: str | None = None):
-        reads = ("observation", "tick", offset_key) + ((delay_key,) if delay_key else ())
+                 delay_key: str | None = None, gripper_key: str | None = None):
+        reads = ("observation", "tick", offset_key) + tuple(k for k in (delay_key, gripper_key) if k)
         super().__init__(name, tools, reads=reads, writes=("command", "reference"))
         self.offset_key, self.gripper, self.delay_key = offset_key, gripper, delay_key
+        self.gripper_key = gripper_key
         self.settle_mps, self.tolerance_m = settle_mps, tolerance_m
         independent = (tools.base_index[3],) if independent_height else ()
         # The base's heading does not change in these moves: its x/y limits are budgeted in its own frame.
@@ -211,7 +333,8 @@ class MoveBaseHolding(Skill):
         self.feedback_message = f"base {100 * error_m:.1f} cm from its goal, {speed_mps:.2f} m/s"
         if arrived and error_m < self.tolerance_m and speed_mps < self.settle_mps:
             return Status.SUCCESS
-        self.send(qvel, self.gripper)
+        gripper = self.bb.get(self.gripper_key) if self.gripper_key else None
+        self.send(qvel, self.gripper if gripper is None else gripper)
         return Status.RUNNING
 
 

@@ -5,6 +5,8 @@ Blackboard keys (besides the common ones):
     target_xy_W       [2] the platform's centre (the ManiSkill1 protocol puts it at the world origin)
     rim               latest rim estimate (handleit.perception.bucket_rim.BucketRim), or None
     bucket_points_W   latest bucket points (world frame)
+    bucket_height_m   the bucket's height below its rim: the largest extent seen (the arms of a hold hide its
+                      lower part later)
     ball_points_W     latest points of the ball (its colour), possibly empty
     platform_top_z_m  height of the platform's top face, from the points around the target
     hold              "rim" or "hug": the branch taken
@@ -25,7 +27,7 @@ from py_trees.common import Status
 from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim, rim_is_pinchable
 from handleit.types import Observation
 
-from .bimanual_nodes import HELD_RAMP_S, fastest_hold, flipped_about_approach, shifted_goals
+from .bimanual_nodes import HELD_RAMP_S, body_travel_m, flipped_about_approach, quickest_hold_for_move, shifted_goals
 from .common import Skill, trapezoid_time_s
 
 MIN_BUCKET_POINTS = 150
@@ -33,11 +35,23 @@ PERCEIVE_EVERY_STEPS = 2
 FLOOR_CLEARANCE_M = 0.02
 PLATFORM_SEARCH_RADIUS_M = 0.45  # points this close to the target (not robot, not bucket) are the platform
 RIM_PAD_DEPTH_M = 0.015  # finger pads centred this far below the rim's top (pads span +-9 mm)
+# Each gripper may turn about its closing axis (radial, across the wall) this far from pointing straight down:
+# the pads still straddle the wall (their upper corners stay ~3 mm under the rim), and the wrists turn less.
+RIM_TILT_RAD = math.radians(25.0)
 RIM_PREGRASP_HEIGHT_M = 0.06  # fingers pre-shaped wider than the rim: a short straight descent is enough
 PRESHAPE_MARGIN_M = 0.035  # fingers this much wider than the rim on the way down
 HUG_HEIGHT_FRACTION = 0.55  # hug the walls at this fraction of the rim height
+WALL_BAND_M = 0.03  # half height of the band of wall points the radius at the hold is read from
 HUG_SQUEEZE_M = 0.07  # hug goals this far inside the wall surface: the arms press on it
-HUG_PREGRASP_OUT_M = 0.10
+HUG_PREGRASP_OUT_M = 0.08
+# The hug's hands press with their fingers open, one above the other (8 cm apart): the bucket pitches less about
+# the line between the hands as the base speeds up and stops than between closed fingers (measured on 8 thick
+# train buckets: all carried, tilt <= 0.23 rad; spread level instead, one finger of each hand touched the
+# curved wall and the carries failed on tilt).
+HUG_GRIPPER = "open"
+# The squeeze ends when the hands have stopped at the walls for this many steps after their reference arrived
+# inside them (the default patience of 10 steps waits longer than the contact needs to build up).
+HUG_PATIENCE_STEPS = 4
 LIFT_CLEARANCE_M = 0.04  # bucket bottom this far above the platform top while carrying
 # The carry ends with the bucket's axis this far short of the platform's centre (~14 steps sooner at the base's
 # 1 m/s): 16 cm inside the 0.3 m success radius, room for the rim estimate's centimetres of error; the bottom
@@ -46,7 +60,7 @@ CARRY_STOP_SHORT_M = 0.14
 LIFT_MARGIN_S = 0.05  # the torso lags its reference: the base reaches the platform's edge this much after the lift
 # A hugged bucket hangs a few cm lower than the hands' lift and swings as the base speeds up: more clearance, and
 # more time before the edge.
-HUG_EXTRA_LIFT_M = 0.08
+HUG_EXTRA_LIFT_M = 0.04
 HUG_EXTRA_MARGIN_S = 0.1
 PLATFORM_TOP_BAND_M = 0.03  # points this close below the platform's top height are its top face
 EDGE_MARGIN_M = 0.05  # the lift ends with the bucket's wall at least this far from the platform's edge
@@ -55,6 +69,16 @@ MAX_TILT_RAD = 0.25  # the bucket tilting more than this (from its rim) fails th
 MAX_FOLLOW_ERROR_M = 0.05  # the rim must rise with the torso within this
 BALL_MARGIN_M = 0.03
 HOLD_IK_WEIGHTS = ({"base_height": 20.0}, {"base_height": 400.0})  # tried in turn, the quickest wins
+# The base's x/y limits hold per axis of its own frame: carrying at 45 degrees to its heading is up to sqrt(2)
+# times faster. The hold is also planned facing the bucket that way (as the chair's push, chair_nodes.py).
+CARRY_HEADING_OFFSETS_RAD = (math.pi / 4, -math.pi / 4)
+HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
+# The robot's torso column reaches the floor (0.3 x 0.2 m around the base origin) and cannot pass over the
+# platform, so the bucket must be held far enough ahead of the base to reach the platform's middle: with the
+# base origin at least this far from the bucket's axis, the axis gets within CARRY_STOP_SHORT_M of the centre
+# from most directions, and within the 0.3 m success radius from all (a hug otherwise holds it ~0.35 m ahead).
+MIN_HOLD_DISTANCE_M = 0.5
+BODY_CLEARANCE_M = 0.03  # the carry stops with the column this far from the seen platform top
 
 
 def _unit_xy(v) -> np.ndarray:
@@ -68,7 +92,8 @@ class PerceiveBucket(Skill):
 
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("observation", "tick", "target_xy_W"),
-                         writes=("rim", "bucket_points_W", "ball_points_W", "platform_top_z_m", "platform_points_W"))
+                         writes=("rim", "bucket_points_W", "ball_points_W", "platform_top_z_m", "platform_points_W",
+                                 "bucket_height_m"))
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -93,6 +118,8 @@ class PerceiveBucket(Skill):
             self.feedback_message = f"no rim estimate: {e}"
             return Status.SUCCESS
         rim = self.bb.rim
+        height = float(rim.height_m - np.percentile(points[:, 2], 1))
+        self.bb.bucket_height_m = max(height, self.bb.bucket_height_m or 0.0)
         self.feedback_message = f"rim at {rim.height_m:.2f} m, {1000 * rim.thickness_m:.0f} mm thick"
         return Status.SUCCESS
 
@@ -114,19 +141,23 @@ class RimIsThin(Skill):
         return Status.SUCCESS if thin else Status.FAILURE
 
 
-def _side_directions(rim, X_WB: np.ndarray) -> dict[str, np.ndarray]:
-    """Unit xy vectors from the bucket's axis toward the robot's left and right (perpendicular to the line
-    from the base to the bucket)."""
-    toward = _unit_xy(np.asarray(rim.center_W) - X_WB[:3, 3])
+def _side_directions(rim, X_WB: np.ndarray, heading_rad: float | None = None) -> dict[str, np.ndarray]:
+    """Unit xy vectors from the bucket's axis toward the robot's left and right: perpendicular to the line
+    from the base to the bucket, or to ``heading_rad`` (the robot facing the bucket along that heading)."""
+    if heading_rad is None:
+        toward = _unit_xy(np.asarray(rim.center_W) - X_WB[:3, 3])
+    else:
+        toward = np.array([math.cos(heading_rad), math.sin(heading_rad), 0.0])
     left = np.array([-toward[1], toward[0], 0.0])
     return {"left": left, "right": -left}
 
 
-def rim_hold_poses(rim, X_WB: np.ndarray) -> dict[str, np.ndarray]:
-    """Tool-centre goals that pinch the rim on the bucket's left and right: pointing down, closing radially."""
+def rim_hold_poses(rim, X_WB: np.ndarray, heading_rad: float | None = None) -> dict[str, np.ndarray]:
+    """Tool-centre goals that pinch the rim on the bucket's left and right (of the robot, facing the bucket
+    from where it stands or along ``heading_rad``): pointing down, closing radially."""
     radius = 0.5 * (rim.outer_radius_m + rim.inner_radius_m)
     goals = {}
-    for side, d in _side_directions(rim, X_WB).items():
+    for side, d in _side_directions(rim, X_WB, heading_rad).items():
         z = np.array([0.0, 0.0, -1.0])
         X = np.eye(4)
         X[:3, :3] = np.stack([np.cross(d, z), d, z], axis=1)
@@ -135,19 +166,31 @@ def rim_hold_poses(rim, X_WB: np.ndarray) -> dict[str, np.ndarray]:
     return goals
 
 
-def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float) -> dict[str, np.ndarray]:
-    """Tool-centre goals of the hug: each closed hand points at the bucket's axis from its side, at
-    ``HUG_HEIGHT_FRACTION`` of the rim height, ``squeeze_m`` inside the wall (negative: outside)."""
+def _wall_radius_m(points_W: np.ndarray, center_xy, z_m: float, toward_xy) -> float | None:
+    """The bucket wall's outer radius (m) at height ``z_m``: the median distance from the axis of the seen
+    points of a thin band there, on the side facing ``toward_xy`` (the cameras': from there the inside of the
+    far wall shows too), the median because the bail handle, lying against the wall, stands out; None when
+    too few are seen."""
+    rel = points_W[:, :2] - center_xy
+    near = (np.abs(points_W[:, 2] - z_m) < WALL_BAND_M) & (rel @ (np.asarray(toward_xy) - center_xy) > 0)
+    if near.sum() < 10:
+        return None
+    return float(np.median(np.linalg.norm(rel[near], axis=1)))
+
+
+def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float,
+                   heading_rad: float | None = None) -> dict[str, np.ndarray]:
+    """Tool-centre goals of the hug: each open hand points at the bucket's axis from its side (as
+    :func:`rim_hold_poses`), its fingertips one above the other, at ``HUG_HEIGHT_FRACTION`` of the rim height,
+    ``squeeze_m`` inside the wall (negative: outside)."""
     height = HUG_HEIGHT_FRACTION * rim.height_m
-    band = points_W[np.abs(points_W[:, 2] - height) < 0.03]
     c = np.asarray(rim.center_W)[:2]
-    # The wall's outer radius at that height: the seen points farthest from the axis (walls may taper).
-    radius = float(np.percentile(np.linalg.norm(band[:, :2] - c, axis=1), 95)) if len(band) >= 10 \
-        else rim.outer_radius_m
+    radius = _wall_radius_m(points_W, c, height, X_WB[:2, 3])
+    radius = rim.outer_radius_m if radius is None else radius
     goals = {}
-    for side, d in _side_directions(rim, X_WB).items():
+    for side, d in _side_directions(rim, X_WB, heading_rad).items():
         z = -d  # approach: toward the axis
-        y = np.array([0.0, 0.0, 1.0])  # fingers stacked vertically
+        y = np.array([0.0, 0.0, 1.0])  # fingers one above the other
         X = np.eye(4)
         X[:3, :3] = np.stack([np.cross(y, z), y, z], axis=1)
         X[:3, 3] = [c[0] + (radius - squeeze_m) * d[0], c[1] + (radius - squeeze_m) * d[1], height]
@@ -157,10 +200,12 @@ def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float
 
 class PlanBucketHold(Skill):
     """Plan the hold chosen by the rim test: goals for both tool centres and one whole-body IK solve each for
-    the hold and its pregrasp (two goals at once, papers/002 Sec. 2.4)."""
+    the hold and its pregrasp (two goals at once, papers/002 Sec. 2.4). The robot may face the bucket from
+    where it stands or turned 45 degrees to the carry (the base then carries sqrt(2) times faster): the hold
+    with the least time to reach plus time to carry wins (:func:`quickest_hold_for_move`)."""
 
     def __init__(self, name, tools, kind: str):
-        super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W"),
+        super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W", "target_xy_W"),
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.kind = kind
 
@@ -171,19 +216,25 @@ class PlanBucketHold(Skill):
             return self.fail("no rim estimate")
         points = self.bb.bucket_points_W
         if self.kind == "rim":
-            goals = rim_hold_poses(rim, obs.X_WB)
+            def goals_facing(heading):
+                return flipped_about_approach(rim_hold_poses(rim, obs.X_WB, heading))
 
             def pregrasp_of(g):
                 return shifted_goals(g, [0.0, 0.0, RIM_PREGRASP_HEIGHT_M])
         else:
-            goals = hug_hold_poses(rim, points, obs.X_WB, HUG_SQUEEZE_M)
-            outside = hug_hold_poses(rim, points, obs.X_WB, -HUG_PREGRASP_OUT_M)
+            def goals_facing(heading):
+                return flipped_about_approach(hug_hold_poses(rim, points, obs.X_WB, HUG_SQUEEZE_M, heading))
 
-            def pregrasp_of(g):  # the same orientation, out from the wall
-                return {s: np.block([[g[s][:3, :3], outside[s][:3, 3:]], [0.0, 0.0, 0.0, 1.0]]) for s in g}
+            def pregrasp_of(g):  # the same orientation, back along the approach to outside the wall
+                return {s: shifted_goals({s: X}, -(HUG_PREGRASP_OUT_M + HUG_SQUEEZE_M) * X[:3, 2])[s]
+                        for s, X in g.items()}
+        carry = carry_offset_xy(rim, self.bb.target_xy_W)
+        rim_hold = self.kind == "rim"
         try:
-            grasp, pre, goals, pre_goals = fastest_hold(self.tools, obs, flipped_about_approach(goals), pregrasp_of,
-                                                        HOLD_IK_WEIGHTS)
+            (grasp, pre, goals, pre_goals), summary = quickest_hold_for_move(
+                self.tools, obs, goals_facing, pregrasp_of, HOLD_IK_WEIGHTS, carry,
+                CARRY_HEADING_OFFSETS_RAD, HEADING_WEIGHT, base_keep_out=(np.asarray(rim.center_W)[:2], MIN_HOLD_DISTANCE_M),
+                tilt_rad=RIM_TILT_RAD if rim_hold else 0.0)
         except RuntimeError as e:
             return self.fail(f"IK failed for the {self.kind} hold: {e}")
         self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
@@ -191,8 +242,17 @@ class PlanBucketHold(Skill):
         # Fingers pre-shaped around the rim on the way (closing then takes a few steps); closed for a hug.
         self.bb.preshape_opening_m = (min(rim.thickness_m + PRESHAPE_MARGIN_M, self.tools.model.gripper_max_opening_m)
                                       if self.kind == "rim" else None)
-        self.feedback_message = f"{self.kind} hold planned, rim at {rim.height_m:.2f} m"
+        self.feedback_message = (f"{self.kind} hold planned, rim at {rim.height_m:.2f} m; heading to the carry and "
+                                 f"time to reach and carry: {summary}")
         return Status.SUCCESS
+
+
+def carry_offset_xy(rim, target_xy_W) -> np.ndarray:
+    """The base move (m, world x/y) that carries the bucket's axis to ``CARRY_STOP_SHORT_M`` before the
+    target."""
+    to_target = np.asarray(target_xy_W, dtype=float) - np.asarray(rim.center_W)[:2]
+    distance = float(np.linalg.norm(to_target))
+    return to_target * (max(distance - CARRY_STOP_SHORT_M, 0.0) / max(distance, 1e-9))
 
 
 def lift_travel_m(center_xy, carry_xy, radius_m: float, platform_points_W) -> float:
@@ -223,26 +283,28 @@ class PlanCarry(Skill):
     (:func:`lift_travel_m`). Remembers the rim height and the torso height for the "bucket follows?" check."""
 
     def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W", "platform_top_z_m",
+        super().__init__(name, tools, reads=("observation", "rim", "bucket_height_m", "platform_top_z_m",
                                              "platform_points_W", "target_xy_W", "hold"),
                          writes=("carry_offset_W", "carry_delay_s", "lower_offset_W", "rim_z_at_grasp_m",
-                                 "torso_at_grasp_m"))
+                                 "torso_at_grasp_m", "carry_gripper"))
 
     def update(self):
         obs: Observation = self.bb.observation
         rim = self.bb.rim
-        if rim is None or self.bb.bucket_points_W is None:
+        if rim is None or self.bb.bucket_height_m is None:
             return self.fail("no bucket estimate")
         platform_z = self.bb.platform_top_z_m
         if platform_z is None:
             return self.fail("platform not seen")
         tools = self.tools
-        bottom_z = float(np.percentile(self.bb.bucket_points_W[:, 2], 1))
+        bottom_z = float(rim.height_m - self.bb.bucket_height_m)
         hug = self.bb.hold == "hug"
         lift = max(platform_z + LIFT_CLEARANCE_M + (HUG_EXTRA_LIFT_M if hug else 0.0) - bottom_z, 0.0)
-        to_target = np.asarray(self.bb.target_xy_W, dtype=float) - np.asarray(rim.center_W)[:2]
-        distance = float(np.linalg.norm(to_target))
-        carry = to_target * (max(distance - CARRY_STOP_SHORT_M, 0.0) / max(distance, 1e-9))
+        carry = carry_offset_xy(rim, self.bb.target_xy_W)
+        # The base's column, which reaches the floor, must stop short of the platform.
+        clear = body_travel_m(obs.X_WB, tools.model.body_half_extents_m, carry, self.bb.platform_points_W,
+                              BODY_CLEARANCE_M)
+        carry = carry * (clear / max(float(np.linalg.norm(carry)), 1e-9))
         # How far the bucket may travel before it must be high enough, and when the base may start for the lift
         # to be over by then: the torso (0.5 m/s) and the base (1 m/s) work together, not one after the other.
         ahead = lift_travel_m(np.asarray(rim.center_W)[:2], carry, rim.outer_radius_m, self.bb.platform_points_W)
@@ -256,6 +318,7 @@ class PlanCarry(Skill):
         self.bb.carry_delay_s = max(t_lift - t_ahead, 0.0)
         self.bb.lower_offset_W = np.array([0.0, 0.0, lower])
         self.bb.rim_z_at_grasp_m, self.bb.torso_at_grasp_m = float(rim.height_m), float(obs.qpos[height])
+        self.bb.carry_gripper = HUG_GRIPPER if hug else "close"
         self.feedback_message = (f"lift {100 * lift:.0f} cm, carry {100 * np.linalg.norm(carry):.0f} cm "
                                  f"({100 * ahead:.0f} cm before the edge, base waits "
                                  f"{self.bb.carry_delay_s:.2f} s), platform top {platform_z:.2f} m")

@@ -34,6 +34,8 @@ from py_trees.common import ParallelPolicy
 
 from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
 from .bucket_nodes import (
+    HUG_GRIPPER,
+    HUG_PATIENCE_STEPS,
     HUG_SQUEEZE_M,
     BucketFollows,
     PerceiveBucket,
@@ -44,9 +46,9 @@ from .bucket_nodes import (
 from .common import HoldStill, OperateGripper, StepTimeout, Tools
 
 MAX_ATTEMPTS = 3
-BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "ball_points_W": None,
+BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "bucket_height_m": None, "ball_points_W": None,
                      "platform_top_z_m": None, "platform_points_W": None, "hold": None, "rim_z_at_grasp_m": None, "torso_at_grasp_m": None,
-                     "carry_offset_W": None, "carry_delay_s": None, "lower_offset_W": None, "preshape_opening_m": None}
+                     "carry_offset_W": None, "carry_delay_s": None, "carry_gripper": None, "lower_offset_W": None, "preshape_opening_m": None}
 
 
 def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
@@ -67,16 +69,19 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         PlanBucketHold("plan hug", tools, "hug"),
         StepTimeout("beside bucket in time?", MoveBothArms("reach beside bucket", tools, "q_pregrasp", "X_WG_pregrasp",
                                                            position_tolerance_m=0.03, angle_tolerance_rad=0.15,
-                                                           gripper="close"), 250, tools),
+                                                           gripper=HUG_GRIPPER), 250, tools),
         StepTimeout("hugged in time?", MoveBothArms("hug walls", tools, "q_grasp", "X_WG_grasp",
                                                     position_tolerance_m=0.01, accept_stall_m=HUG_SQUEEZE_M + 0.04,
-                                                    speed_fraction=0.4, gripper="close"), 120, tools),
+                                                    speed_fraction=0.6, patience=HUG_PATIENCE_STEPS,
+                                                    gripper=HUG_GRIPPER), 120, tools),
     ])
     carry_moves = py_trees.composites.Sequence("lift, carry, lower", memory=True, children=[
         StepTimeout("carried in time?", MoveBaseHolding("lift and carry", tools, "carry_offset_W",
-                                                        independent_height=True, delay_key="carry_delay_s"),
+                                                        independent_height=True, delay_key="carry_delay_s",
+                                                        gripper_key="carry_gripper"),
                     500, tools),
-        StepTimeout("lowered onto platform in time?", MoveBaseHolding("lower", tools, "lower_offset_W"), 150, tools),
+        StepTimeout("lowered onto platform in time?", MoveBaseHolding("lower", tools, "lower_offset_W",
+                                                                                gripper_key="carry_gripper"), 150, tools),
     ])
     carry = py_trees.composites.Parallel(
         "carry", policy=ParallelPolicy.SuccessOnSelected(children=[carry_moves]),

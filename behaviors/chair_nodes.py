@@ -18,11 +18,10 @@ import math
 import numpy as np
 from py_trees.common import Status
 
-from handleit.control.actions import world_to_base_velocity
 from handleit.perception.chair_center import estimate_chair_center
 from handleit.types import Observation
 
-from .bimanual_nodes import fastest_hold, flipped_about_approach, shifted_goals, time_to_go_s
+from .bimanual_nodes import flipped_about_approach, quickest_hold_for_move, reached_goals, shifted_goals
 from .common import Skill
 
 MIN_CHAIR_POINTS = 200  # fewer chair points than this give no reliable estimate
@@ -30,6 +29,10 @@ PERCEIVE_EVERY_STEPS = 2  # the estimates cost a few ms; the chair barely moves 
 PRESHAPE_MARGIN_M = 0.03  # fingers opened this much wider than the backrest on the way down
 HOLD_DEPTH_M = 0.02  # finger pads centred this far below the backrest's top edge (pads span +-9 mm)
 HOLD_INSET_M = 0.07  # grippers this far in from the backrest's side edges
+# Each gripper may turn about its closing axis (across the panel) this far from pointing straight down: the pads
+# still lie flat on both faces (their upper corners stay ~8 mm under the top edge), and the wrists, the slowest
+# part of the reach from the sideways rest pose, turn less.
+HOLD_TILT_RAD = math.radians(35.0)
 MIN_HOLD_SEPARATION_M = 0.2  # two Panda hands side by side need about this much
 PREGRASP_HEIGHT_M = 0.15  # above the grasp: the arms swing in from the robot's sides above the backrest
 CENTERED_TOLERANCE_M = 0.08  # nudge until the estimate is this close (success needs 0.15 m; the estimate's RMS
@@ -126,10 +129,11 @@ class PlanBackrestHold(Skill):
             previous = self.bb.X_WG_grasp
             options = [g for g in options if previous is None
                        or all(g[s][:3, 1] @ previous[s][:3, 1] > 0 for s in g)][:1]
-            grasp = self.tools.ik.solve(obs.qpos, options[0], weights=HOLD_IK_WEIGHTS[0], base_keep_out=keep_out)
+            grasp = self.tools.ik.solve(obs.qpos, options[0], weights=HOLD_IK_WEIGHTS[0], base_keep_out=keep_out,
+                                        closing_axis_tilt_rad=HOLD_TILT_RAD)
             if not grasp.success:
                 return self.fail(f"IK failed: {grasp.message}")
-            self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, options[0]
+            self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, reached_goals(self.tools, grasp.q, options[0])
             self.feedback_message = f"grasp refined, top {backrest.top_height_m:.2f} m"
             return Status.SUCCESS
         try:
@@ -145,51 +149,16 @@ class PlanBackrestHold(Skill):
         return Status.SUCCESS
 
     def _quickest_hold_and_push(self, obs: Observation, options, keep_out):
-        """The hold (as :func:`fastest_hold`) planned with the base's heading free, and pulled toward
-        ``PUSH_HEADING_OFFSETS_RAD`` off the push's direction; the one with the least time to reach it plus the
-        time to push the chair to the target at the base's per-axis limits wins."""
-        tools = self.tools
-        x, y, yaw, _ = tools.base_index
-        self.plan_summary = "no push direction yet"
-
-        def pregrasp_of(g):
-            return shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M])
-
+        """The hold (as :func:`quickest_hold_for_move`) from which reaching it and pushing the chair's estimated
+        centre to the target takes the least time, the heading free or pulled to ``PUSH_HEADING_OFFSETS_RAD``
+        off the push's direction."""
         center = self.bb.chair_center_W
         push = None if center is None else np.asarray(self.bb.target_xy_W, dtype=float) - center[:2]
-        plans = [fastest_hold(tools, obs, options, pregrasp_of, HOLD_IK_WEIGHTS, base_keep_out=keep_out)]
-        heading = None
-        if push is not None and np.linalg.norm(push) > 1e-3:
-            heading = math.atan2(push[1], push[0])
-            for offset in PUSH_HEADING_OFFSETS_RAD:
-                q_nominal = obs.qpos.copy()
-                q_nominal[yaw] = obs.qpos[yaw] + _wrap(heading + offset - obs.qpos[yaw])
-                weights = [{**w, "base_rotation": HEADING_WEIGHT} for w in HOLD_IK_WEIGHTS]
-                try:
-                    plans.append(fastest_hold(tools, obs, options, pregrasp_of, weights, base_keep_out=keep_out,
-                                              q_nominal=q_nominal))
-                except RuntimeError:
-                    continue
-        limits = tools.model.velocity_limits
-
-        def total_time_s(plan):
-            grasp, pre = plan[0], plan[1]
-            t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
-            if push is None:
-                return t
-            push_B = world_to_base_velocity(push, float(grasp.q[yaw]))  # a displacement, rotated alike
-            return t + float(np.max(np.abs(push_B) / limits[[x, y]]))
-
-        times = [total_time_s(p) for p in plans]
-        best = int(np.argmin(times))
-        if heading is not None:
-            self.plan_summary = ", ".join(
-                f"{math.degrees(_wrap(float(p[0].q[yaw]) - heading)):+.0f} deg {t:.2f} s" for p, t in zip(plans, times))
-        return plans[best]
-
-
-def _wrap(angle: float) -> float:
-    return (angle + math.pi) % (2 * math.pi) - math.pi
+        plan, self.plan_summary = quickest_hold_for_move(
+            self.tools, obs, lambda heading: options, lambda g: shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M]),
+            HOLD_IK_WEIGHTS, push, PUSH_HEADING_OFFSETS_RAD, HEADING_WEIGHT, base_keep_out=keep_out,
+            tilt_rad=HOLD_TILT_RAD)
+        return plan
 
 
 class PlanPush(Skill):

@@ -39,7 +39,24 @@ def robot_model_of(env) -> RobotModel:
         tcp_link_names={s: desc.tcp_link_name(s) for s in robot.sides},
         base_link_name=desc.base_link_name,
         control_dt_s=1.0 / base.control_freq,
+        body_half_extents_m=_body_half_extents_m(robot),
     )
+
+
+def _body_half_extents_m(robot) -> tuple[float, float] | None:
+    """Footprint half extents (m, base frame x and y) of the link the torso-height joint moves: the mobile
+    Panda's torso column, a box reaching the floor. None for a robot without a base."""
+    if len(robot.base_index) < 4:
+        return None
+    torso = robot.joints[robot.base_index[3]].child_link
+    half = np.zeros(2)
+    for shape in torso.collision_shapes:
+        if not hasattr(shape, "half_size"):
+            continue
+        corners = np.array([[x, y, 0.0] for x in (-1, 1) for y in (-1, 1)]) * np.asarray(shape.half_size)
+        X = shape.local_pose.to_transformation_matrix()
+        half = np.maximum(half, np.abs(corners @ X[:3, :3].T + X[:3, 3])[:, :2].max(axis=0))
+    return None if not half.any() else (float(half[0]), float(half[1]))
 
 
 class SimRobot:

@@ -73,6 +73,9 @@ class RobotModel:
     base_link_name: str
     gripper_max_opening_m: float = 0.08
     control_dt_s: float = 0.01
+    # Half extents (m, x forward and y left of the base frame) of the footprint of what the mobile base carries
+    # down to the floor (the mobile Panda's torso column); None where unknown or there is no base.
+    body_half_extents_m: tuple[float, float] | None = None
 
     def index(self, names) -> np.ndarray:
         order = {n: i for i, n in enumerate(self.joint_names)}

@@ -276,6 +276,9 @@ class WholeBodyIK:
         weights: Mapping[str, float] | None = None,
         initial_guesses: Sequence[np.ndarray] = (),
         base_keep_out: tuple[Sequence[float], float] | None = None,
+        closing_axis_tilt_rad: float = 0.0,
+        velocity_limits: np.ndarray | None = None,
+        time_weight: float = 0.0,
     ) -> IKResult:
         """Joint positions that put each tool centre at its goal pose, near the current configuration.
 
@@ -297,6 +300,16 @@ class WholeBodyIK:
             initial_guesses: further starting points (caller's order), tried in turn after the default
                 attempts fail. SNOPT is a local method: a goal that needs a large wrist roll from the current
                 posture often needs a start with the wrist already rolled. Held joints keep their values.
+            closing_axis_tilt_rad: each tool may turn about its closing axis (G's y, the line between the
+                fingertips) by up to this angle (rad) away from its goal orientation; only the closing axis is
+                then held to ``angle_tolerance_rad``. A pinch across a flat panel or a thin rim grips the same
+                when turned that way, and the freedom spares the wrist (the slowest part of a reach). The
+                orientation reached is FK of ``q`` (:meth:`tcp_pose`).
+            velocity_limits, time_weight: with both given (joint speeds in m/s or rad/s, caller's order; a cost
+                weight per second), the cost also counts the time to go from ``q_current`` at those speeds,
+                every joint arriving together (the slowest joint's displacement over its speed; joints with no
+                limit given, 0, are not counted): among solutions, the quickest to reach rather than only the
+                nearest in the weighted sense.
 
         Returns:
             An :class:`IKResult`. An unreachable goal gives ``success=False``; nothing is raised for it.
@@ -323,6 +336,15 @@ class WholeBodyIK:
         held = set(self.finger_joint_names) | set(fixed_joints)
         held_index = np.array(sorted(self._caller_index[n] for n in held), dtype=int)
         keep_out = None if base_keep_out is None else (np.asarray(base_keep_out[0], dtype=float), float(base_keep_out[1]))
+        speeds = None
+        if velocity_limits is not None and time_weight > 0.0:
+            speeds = np.asarray(velocity_limits, dtype=float).reshape(-1)
+            if speeds.shape != q0.shape or np.any(speeds < 0) or not np.all(np.isfinite(speeds)):
+                raise ValueError("velocity_limits must hold one finite, non-negative speed per joint name")
+            speeds = (speeds, float(time_weight))
+        tilt = float(closing_axis_tilt_rad)
+        if not 0.0 <= tilt <= math.pi / 2:
+            raise ValueError(f"closing_axis_tilt_rad must be in [0, pi/2], got {closing_axis_tilt_rad}")
         min_d = 0.0 if min_base_to_gripper_m is None else float(min_base_to_gripper_m)
         max_d = math.inf if max_base_to_gripper_m is None else float(max_base_to_gripper_m)
         if self._clearance_frame is None:  # no body point C (a fixed arm): the bounds do not apply
@@ -349,9 +371,9 @@ class WholeBodyIK:
         for seed, fraction in attempts:
             q, solver_ok = self._solve_once(q0, seed, goals_W, fraction * position_tolerance_m,
                                             fraction * angle_tolerance_rad, min_d, max_d, held_index, q_nom, w,
-                                            keep_out)
+                                            keep_out, tilt, speeds)
             report = self._verify(q, q0, goals_W, position_tolerance_m, angle_tolerance_rad, min_d, max_d, held_index,
-                                  keep_out)
+                                  keep_out, tilt)
             if best is None or report[0] or report[3] < best[1][3]:
                 best = (q, report, solver_ok)
             if report[0]:
@@ -361,7 +383,8 @@ class WholeBodyIK:
         return IKResult(q=q, success=ok, position_error_m=pos_err, angle_error_rad=ang_err,
                         solve_time_s=time.perf_counter() - t0, message=message, errors_by_side=by_side)
 
-    def _solve_once(self, q0, seed, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, q_nom, w, keep_out=None):
+    def _solve_once(self, q0, seed, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, q_nom, w, keep_out=None,
+                    tilt=0.0, speeds=None):
         """One SNOPT solve from ``seed``; returns (q in the caller's order, solver reported success)."""
         # with_joint_limits: the decision variables q are bounded by the URDF's joint limits (papers/002
         # chose Drake because PyBullet's IK ignores them).
@@ -376,9 +399,17 @@ class WholeBodyIK:
             # The tool centre (origin of G) reaches the goal position.
             ik.AddPositionConstraint(frameB=frame_G, p_BQ=np.zeros(3), frameA=world,
                                      p_AQ_lower=p_WG - half_width_m, p_AQ_upper=p_WG + half_width_m)
-            # G's orientation is within ang_tol (rad, angle of the relative rotation) of the goal's.
-            ik.AddOrientationConstraint(frameAbar=world, R_AbarA=RotationMatrix(X_WG[:3, :3]),
-                                        frameBbar=frame_G, R_BbarB=RotationMatrix(), theta_bound=ang_tol)
+            if tilt > 0.0:
+                # G's closing axis (y) within ang_tol of the goal's, and its approach (z) within the tilt: G may
+                # turn about y by up to the tilt and no other way.
+                ik.AddAngleBetweenVectorsConstraint(world, X_WG[:3, 1], frame_G, np.array([0.0, 1.0, 0.0]),
+                                                    0.0, ang_tol)
+                ik.AddAngleBetweenVectorsConstraint(world, X_WG[:3, 2], frame_G, np.array([0.0, 0.0, 1.0]),
+                                                    0.0, tilt + ang_tol)
+            else:
+                # G's orientation is within ang_tol (rad, angle of the relative rotation) of the goal's.
+                ik.AddOrientationConstraint(frameAbar=world, R_AbarA=RotationMatrix(X_WG[:3, :3]),
+                                            frameBbar=frame_G, R_BbarB=RotationMatrix(), theta_bound=ang_tol)
             # papers/002 Sec. 2.4: keep the gripper away from the body, or the arm folds into the torso.
             if self._clearance_frame is not None and (min_d > 0.0 or math.isfinite(max_d)):
                 ik.AddPointToPointDistanceConstraint(self._clearance_frame, self.p_LC_m, frame_G, np.zeros(3),
@@ -405,13 +436,27 @@ class WholeBodyIK:
         W_plant = np.diag(self._to_plant(w))
         prog.AddQuadraticErrorCost(W_plant, self._to_plant(q_nom), q_var)
         seed_plant = self._to_plant(seed)
+        guess = seed_plant
+        if speeds is not None:
+            # Time to go T >= |q_i - q0_i| / v_i for every joint with a speed (two linear constraints each),
+            # weighted in the cost: the minimum over T is the slowest joint's time.
+            v, time_weight = speeds
+            T = prog.NewContinuousVariables(1, "T")[0]
+            for i in np.flatnonzero(v > 0):
+                j = self._plant_index[i]
+                prog.AddLinearConstraint(q_var[j] - float(v[i]) * T <= float(q0_plant[j]))
+                prog.AddLinearConstraint(q_var[j] + float(v[i]) * T >= float(q0_plant[j]))
+            prog.AddLinearCost(time_weight * T)
+            moving = v > 0
+            t_seed = float(np.max(np.abs(seed - q0)[moving] / v[moving])) if moving.any() else 0.0
+            guess = np.concatenate([seed_plant, [t_seed]])
         prog.SetInitialGuess(q_var, seed_plant)
-        result = self._solver.Solve(prog, seed_plant, self._solver_options)
+        result = self._solver.Solve(prog, guess, self._solver_options)
         q = np.clip(self._from_plant(result.GetSolution(q_var)), self.lower_limits, self.upper_limits)
         q[held_index] = q0[held_index]
         return q, bool(result.is_success())
 
-    def _verify(self, q, q0, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, keep_out=None):
+    def _verify(self, q, q0, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, keep_out=None, tilt=0.0):
         """Check every constraint by forward kinematics.
 
         Returns (ok, worst position error m, worst angle error rad, scalar violation for ranking attempts,
@@ -428,6 +473,9 @@ class WholeBodyIK:
             X_WG = self.plant.CalcRelativeTransform(self._context, world, self._tcp_frames[side]).GetAsMatrix4()
             pos_err = float(np.linalg.norm(X_WG[:3, 3] - X_WG_goal[:3, 3]))
             ang_err = rotation_angle_rad(X_WG_goal[:3, :3].T @ X_WG[:3, :3])
+            if tilt > 0.0:  # the closing axis is what must be met; the turn about it within the tilt
+                turn_err = max(0.0, _angle_between(X_WG_goal[:3, 2], X_WG[:3, 2]) - tilt)
+                ang_err = max(_angle_between(X_WG_goal[:3, 1], X_WG[:3, 1]), turn_err)
             by_side[side] = (pos_err, ang_err)
             distance_m = 0.0 if p_WC is None else float(np.linalg.norm(X_WG[:3, 3] - p_WC))
             violation += max(0.0, pos_err - pos_tol) + max(0.0, ang_err - ang_tol)
@@ -479,6 +527,12 @@ class WholeBodyIK:
         seed = np.clip(seed, self.lower_limits, self.upper_limits)
         seed[held_index] = q0[held_index]
         return seed
+
+
+def _angle_between(a: np.ndarray, b: np.ndarray) -> float:
+    """Angle (rad) between two vectors."""
+    c = float(a @ b) / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12)
+    return math.acos(min(1.0, max(-1.0, c)))
 
 
 def _wrap_into(angle: float, lower: float, upper: float, near: float) -> float:

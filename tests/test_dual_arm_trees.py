@@ -259,3 +259,49 @@ def test_base_frame_budget_runs_a_move_diagonal_to_the_heading_faster():
                 steps[budget] = step
                 break
     assert steps[True] < 0.8 * steps[False]
+
+
+def test_body_travel_stops_the_column_short_of_the_platform():
+    """The base's column (0.3 x 0.2 m) reaches the floor: a move toward a platform stops with the column
+    ``margin`` from its first seen point; a move that passes beside it is not cut."""
+    from handleit.behaviors.bimanual_nodes import body_travel_m
+
+    grid = np.linspace(-0.3, 0.3, 13)
+    platform = np.array([[1.3 + x, y, 0.1] for x in grid for y in grid])  # 0.6 m square, near edge at x = 1.0
+    half, margin = (0.15, 0.1), 0.03
+    assert body_travel_m(_X_WB(), half, [1.5, 0.0], platform, margin) == pytest.approx(1.0 - 0.15 - 0.03, abs=1e-6)
+    # Heading turned 90 degrees: the column's narrow side leads.
+    assert body_travel_m(_X_WB(yaw=math.pi / 2), half, [1.5, 0.0], platform, margin) == \
+        pytest.approx(1.0 - 0.1 - 0.03, abs=1e-6)
+    # Passing 0.5 m to the side of the platform, and moving away from it: the whole move.
+    assert body_travel_m(_X_WB(y=0.6), half, [2.0, 0.0], platform, margin) == pytest.approx(2.0)
+    assert body_travel_m(_X_WB(), half, [-1.0, 0.0], platform, margin) == pytest.approx(1.0)
+    # Nothing seen, or no footprint known: nothing cuts the move.
+    assert body_travel_m(_X_WB(), half, [1.5, 0.0], np.zeros((0, 3)), margin) == pytest.approx(1.5)
+    assert body_travel_m(_X_WB(), None, [1.5, 0.0], platform, margin) == pytest.approx(1.5)
+
+
+def test_move_time_is_shorter_at_45_degrees_to_the_heading():
+    """The base's x/y limits hold per axis of its own frame (1 m/s each): 1 m along the heading takes 1 s,
+    1 m at 45 degrees to it 1/sqrt(2) s, 1 m sideways 1 s."""
+    from handleit.behaviors.bimanual_nodes import move_time_s
+
+    tools = _reference_tools()
+    assert move_time_s(tools, [1.0, 0.0], 0.0) == pytest.approx(1.0)
+    assert move_time_s(tools, [1.0, 0.0], math.pi / 4) == pytest.approx(1.0 / math.sqrt(2.0))
+    assert move_time_s(tools, [0.0, 1.0], 0.0) == pytest.approx(1.0)
+
+
+def test_hug_goals_hold_the_wall_radius_seen_on_the_near_side():
+    """Through the opening of a thick-walled bucket the cameras also see the inside of the far wall: the hug's
+    wall radius comes from the near side only (the inner wall would put the hands 8 cm too deep)."""
+    rim = _rim(outer=0.2, inner=0.11)
+    angles = np.linspace(0, 2 * np.pi, 200, endpoint=False)
+    heights = np.linspace(0.0, 0.3, 31)
+    outer = [[0.8 + 0.2 * math.cos(a), 0.2 * math.sin(a), z] for a in angles if math.cos(a) < 0 for z in heights]
+    inner_far = [[0.8 + 0.11 * math.cos(a), 0.11 * math.sin(a), z] for a in angles if math.cos(a) > 0
+                 for z in heights if z > 0.05]
+    points = np.array(outer + inner_far)
+    goals = hug_hold_poses(rim, points, _X_WB(), squeeze_m=0.0)
+    for side in ("left", "right"):
+        assert np.linalg.norm(goals[side][:2, 3] - rim.center_W[:2]) == pytest.approx(0.2, abs=0.005)

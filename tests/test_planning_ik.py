@@ -287,3 +287,65 @@ def test_dual_arm_body_distance_constraint_holds_for_both_hands():
     assert not ik.solve(q0, goals, min_base_to_gripper_m=1.3).success
     with pytest.raises(ValueError, match="exceeds max_base_to_gripper_m"):
         ik.solve(q0, goals, min_base_to_gripper_m=0.6, max_base_to_gripper_m=0.3)
+
+
+def _velocity_limits(names) -> np.ndarray:
+    """The mobile Panda's normalized_joint_vel limits: base x, y 1 m/s, yaw 3.14 rad/s, torso 0.5 m/s,
+    arm joints 3.14 rad/s; the fingers are not counted."""
+    speeds = {"root_x_axis_joint": 1.0, "root_y_axis_joint": 1.0, "root_z_rotation_joint": 3.14,
+              "linear_actuator_height": 0.5}
+    return np.array([speeds.get(n, 0.0 if "finger" in n else 3.14) for n in names])
+
+
+def _time_to_go(q_from, q_to, v) -> float:
+    moving = v > 0
+    return float(np.max(np.abs(q_to - q_from)[moving] / v[moving]))
+
+
+def test_closing_axis_tilt_keeps_the_closing_axis_and_bounds_the_turn(single):
+    """Free to turn about its closing axis (y), the tool keeps y on the goal's and turns no more than allowed;
+    the goal's own orientation is one solution, so a goal off it by less than the bound is met exactly."""
+    d, names, ik = single
+    q0 = _rest(d, names)
+    X_WG = _goal_from(ik, _moved(d, names, q0, root_x_axis_joint=0.6, right_panda_joint4=-1.9,
+                                 right_panda_joint6=2.4))
+    turned = X_WG.copy()
+    c, s = np.cos(np.deg2rad(20.0)), np.sin(np.deg2rad(20.0))
+    turned[:3, :3] = X_WG[:3, :3] @ np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])  # 20 deg about y
+    strict = ik.solve(q0, {"right": turned})
+    free = ik.solve(q0, {"right": turned}, closing_axis_tilt_rad=np.deg2rad(30.0))
+    assert strict.success and free.success, (strict.message, free.message)
+    X_free = ik.tcp_pose(free.q, "right")
+    angle_y = np.arccos(np.clip(X_free[:3, 1] @ turned[:3, 1], -1, 1))
+    angle_z = np.arccos(np.clip(X_free[:3, 2] @ turned[:3, 2], -1, 1))
+    assert angle_y < 0.02 + 1e-3
+    assert angle_z < np.deg2rad(30.0) + 0.02 + 1e-3
+    # Free to turn, the solution moves the joints less (weighted) than the one held to the turned goal.
+    assert np.linalg.norm(free.q - q0) <= np.linalg.norm(strict.q - q0) + 1e-6
+    with pytest.raises(ValueError, match="closing_axis_tilt_rad"):
+        ik.solve(q0, {"right": turned}, closing_axis_tilt_rad=-0.1)
+
+
+def test_time_weight_finds_a_quicker_solution_to_reach(single):
+    """With the time to go in the cost, the solution is no slower to reach (the slowest joint's travel over
+    its speed) than the posture cost's alone, on goals that need the base, the torso and the arm."""
+    d, names, ik = single
+    q0 = _rest(d, names)
+    v = _velocity_limits(names)
+    rng = np.random.default_rng(3)
+    quicker = 0
+    for _ in range(6):
+        q_goal = _moved(d, names, q0, root_x_axis_joint=rng.uniform(0.3, 0.9), root_y_axis_joint=rng.uniform(-0.3, 0.3),
+                        linear_actuator_height=rng.uniform(0.0, 0.4), right_panda_joint2=rng.uniform(-0.5, 0.5),
+                        right_panda_joint4=rng.uniform(-2.5, -1.2), right_panda_joint6=rng.uniform(1.5, 3.0))
+        X_WG = _goal_from(ik, q_goal)
+        plain = ik.solve(q0, {"right": X_WG})
+        timed = ik.solve(q0, {"right": X_WG}, velocity_limits=v, time_weight=20.0)
+        assert plain.success and timed.success, (plain.message, timed.message)
+        t_plain, t_timed = _time_to_go(q0, plain.q, v), _time_to_go(q0, timed.q, v)
+        assert t_timed <= t_plain + 1e-3
+        quicker += t_timed < 0.95 * t_plain
+    print(f"\ntime-weighted IK quicker by > 5% on {quicker} of 6 goals")
+    assert quicker >= 1
+    with pytest.raises(ValueError, match="velocity_limits"):
+        ik.solve(q0, {"right": X_WG}, velocity_limits=v[:3], time_weight=1.0)
