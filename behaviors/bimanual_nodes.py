@@ -18,7 +18,7 @@ from handleit.perception.handle_grasps import flipped_grasp_pose
 from handleit.planning.whole_body_ik import rotation_angle_rad
 from handleit.types import Observation
 
-from .common import FINGER_GAP_EMPTY_M, JointReference, ProgressWatch, Skill, Tools, finger_gap_m
+from .common import BASE_VELOCITY_LAG_S, FINGER_GAP_EMPTY_M, JointReference, ProgressWatch, Skill, Tools, finger_gap_m
 
 # Speeding up and slowing down with a held object takes this long (s): a held chair or bucket is pulled by
 # the hands high up, and a hard stop sets it swinging (seconds before it is static again).
@@ -299,7 +299,7 @@ class MoveBaseHolding(Skill):
         independent = (tools.base_index[3],) if independent_height else ()
         # The base's heading does not change in these moves: its x/y limits are budgeted in its own frame.
         self.reference = JointReference(tools, speed_fraction, ramp_s, independent=independent,
-                                        base_frame_budget=True)
+                                        base_frame_budget=True, base_lead_s=BASE_VELOCITY_LAG_S)
 
     def initialise(self):
         self.q_target = None

@@ -101,6 +101,9 @@ class StepTimeout(py_trees.decorators.Decorator):
 FINGER_GAP_EMPTY_M = 0.004  # a Panda gripper closed tighter than this holds nothing
 
 RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg base cannot stop dead
+# The mobile base's velocity lags its command by about this much (s): the velocity drive's damping (1000 N s/m)
+# on the ~40 kg it moves; seen as a 4-step delay of the measured velocity behind a decelerating command.
+BASE_VELOCITY_LAG_S = 0.04
 
 
 class JointReference:
@@ -115,8 +118,12 @@ class JointReference:
     back."""
 
     def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S, independent=(),
-                 base_frame_budget: bool = False):
+                 base_frame_budget: bool = False, base_lead_s: float = 0.0):
         self.tools, self.speed_fraction, self.ramp_s = tools, speed_fraction, ramp_s
+        # The base's velocity follows a command with a lag (its drive: a first-order response): commanding the
+        # reference's velocity this far ahead (its acceleration times the lag) keeps the base on the reference
+        # when it slows down, instead of overshooting and being pulled back.
+        self.base_lead_s = base_lead_s
         # The base's x/y velocity limits hold per axis of its own frame: a move diagonal to its heading may run
         # at up to sqrt(2) times one axis' limit. Budgeted so when set (the base's heading fixed during the
         # move); else as one vector at the lower limit, which is safe whatever the heading does.
@@ -193,10 +200,13 @@ class JointReference:
                                               np.sign(remaining_independent) * self.k_independent * full * dt)
             arrived = arrived and bool(np.all(times <= dt))
         self.q = self.q + step
-        self.ff = step / dt
+        ff_before, self.ff = self.ff, step / dt
         # P + feed-forward: the lag behind a moving reference must not wind up an integral that the arm then
         # pays back as overshoot when the reference stops.
         qvel = tools.tracking_pid.step(self.q, obs.qpos) + self.ff
+        if self.base_lead_s > 0.0 and len(tools.base_index):
+            base = tools.base_index
+            qvel[base] += self.base_lead_s * (self.ff[base] - ff_before[base]) / dt
         return qvel, arrived
 
     def _speed_factor(self, k, time_left, dt: float):

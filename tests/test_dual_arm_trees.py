@@ -305,3 +305,31 @@ def test_hug_goals_hold_the_wall_radius_seen_on_the_near_side():
     goals = hug_hold_poses(rim, points, _X_WB(), squeeze_m=0.0)
     for side in ("left", "right"):
         assert np.linalg.norm(goals[side][:2, 3] - rim.center_W[:2]) == pytest.approx(0.2, abs=0.005)
+
+
+def test_base_lead_keeps_a_lagging_base_from_overshooting_the_stop():
+    """A base whose velocity follows its command with a first-order lag overshoots a decelerating reference
+    and is pulled back; commanding the reference's velocity ahead by the lag (its acceleration times the lag)
+    keeps it on the reference: less overshoot past the goal."""
+    from handleit.behaviors.common import JointReference
+
+    dt, lag_s, kp = 0.01, 0.04, 10.0
+    model = SimpleNamespace(velocity_limits=np.array([1.0, 1.0, 1.0, 0.5]), control_dt_s=dt)
+    tools = SimpleNamespace(model=model, controlled=np.arange(4), base_index=np.array([0, 1, 2, 3]),
+                            tracking_pid=SimpleNamespace(step=lambda q_ref, q: kp * (q_ref - q)))
+    q_target = np.array([1.0, 0.0, 0.0, 0.0])
+    overshoot = {}
+    for lead in (0.0, lag_s):
+        reference = JointReference(tools, 1.0, 0.3, base_lead_s=lead)
+        q, v = np.zeros(4), np.zeros(4)
+        reference.start(SimpleNamespace(qpos=q.copy()), None, 0)
+        worst = 0.0
+        for _ in range(300):
+            u, _ = reference.advance(q_target, SimpleNamespace(qpos=q.copy()))
+            u = np.clip(u, -model.velocity_limits, model.velocity_limits)
+            v = v + (u - v) * dt / lag_s  # the drive: first-order velocity response
+            q = q + v * dt
+            worst = max(worst, q[0] - q_target[0])
+        overshoot[lead] = worst
+        assert abs(q[0] - q_target[0]) < 0.005
+    assert overshoot[lag_s] < 0.5 * overshoot[0.0]
