@@ -45,6 +45,9 @@ _WALL_SLICES = 6  # circles fitted along the walls for their taper
 _SHORT_ARC_RAD = np.deg2rad(270.0)
 # The rim's plane (the axis) needs rim tops this far around; over a shorter arc the bucket is taken as upright.
 _MIN_TILT_ARC_RAD = np.deg2rad(180.0)
+# Rim tops further than this from their median height are not the rim (hidden behind something, or a handle
+# standing over it): a rim of 0.2 m radius tilted by 0.35 rad spreads only +-7 cm.
+_MAX_TOP_OFFSET_M = 0.08
 _MAX_PASSES = 3  # slicing along world z, then along the estimated axis until it moves less than a degree
 
 
@@ -263,7 +266,9 @@ def _rim_plane_normal(p: np.ndarray, center, min_radius_m: float, sectors: int =
     The points at least ``min_radius_m`` from the rim's ``center`` (xy) are cut into ``sectors`` around it;
     the mean of each sector's ``top_k`` highest points is one point of the rim's top edge. A handle standing
     over the rim makes a few sectors far too high: the sector furthest from the plane is dropped, and the fit
-    repeated, while any is more than ``max_offset_m`` off. Noise lifts every sector's top alike, so it does not tilt the plane.
+    repeated, while any is more than ``max_offset_m`` off; sectors more than ``_MAX_TOP_OFFSET_M`` from the
+    median top (the rim hidden there) are left out first. Noise lifts every sector's top alike, so it does not
+    tilt the plane.
     Fewer than 6 sectors, or sectors less than ``min_arc_rad`` around (a plane through a short arc is
     poorly known across it): +z.
     """
@@ -280,7 +285,12 @@ def _rim_plane_normal(p: np.ndarray, center, min_radius_m: float, sectors: int =
     up = np.array([0.0, 0.0, 1.0])
     if len(tops) < 6:
         return up
-    use = np.ones(len(tops), dtype=bool)
+    # A sector whose rim is hidden (a gripper or an arm in front of it) shows only the wall below: its top is
+    # far lower than the rim's, by more than any tilt worth measuring moves it. Left in, a run of such sectors
+    # pulls the plane over (50 degrees on an upright, pinched bucket) faster than one-by-one rejection undoes.
+    use = np.abs(tops[:, 2] - np.median(tops[:, 2])) <= _MAX_TOP_OFFSET_M
+    if use.sum() < 6:
+        return up
     while True:
         centre = tops[use].mean(axis=0)
         A = np.column_stack([tops[:, :2] - centre[:2], np.ones(len(tops))])
