@@ -214,7 +214,7 @@ class MoveBothArms(Skill):
 
     def __init__(self, name, tools, target_key: str, pose_key: str, position_tolerance_m=0.015,
                  angle_tolerance_rad=0.1, gripper="open", patience=10, accept_stall_m=0.03, speed_fraction=0.9,
-                 gripper_key: str | None = None):
+                 gripper_key: str | None = None, torso_first: bool = False):
         reads = ("observation", "tick", target_key, pose_key) + ((gripper_key,) if gripper_key else ())
         super().__init__(name, tools, reads=reads, writes=("command", "reference"))
         self.gripper_key = gripper_key
@@ -222,7 +222,10 @@ class MoveBothArms(Skill):
         self.position_tolerance_m, self.angle_tolerance_rad = position_tolerance_m, angle_tolerance_rad
         self.gripper, self.accept_stall_m = gripper, accept_stall_m
         self.progress = ProgressWatch(patience)
-        self.reference = JointReference(tools, speed_fraction)
+        # torso_first: the torso (the slowest joint) rises at its own full speed instead of arriving with the
+        # rest, so that arms swinging in from the robot's sides pass higher over the object on their way.
+        self.reference = JointReference(tools, speed_fraction,
+                                        independent=(tools.base_index[3],) if torso_first else ())
 
     def initialise(self):
         self.progress.reset()

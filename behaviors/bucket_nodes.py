@@ -50,8 +50,11 @@ HUG_PREGRASP_OUT_M = 0.08
 # curved wall and the carries failed on tilt).
 HUG_GRIPPER = "open"
 # The squeeze ends when the hands have stopped at the walls for this many steps after their reference arrived
-# inside them (the default patience of 10 steps waits longer than the contact needs to build up).
-HUG_PATIENCE_STEPS = 4
+# inside them (the default patience of 10 steps waits longer than the contact needs to build up); the hands
+# move in at 0.8 of full speed (HUG_SQUEEZE_SPEED). On 23 thick-bucket episodes: 20 within 200 steps, none
+# lost, against 4 of 8 with 4 steps at 0.6.
+HUG_PATIENCE_STEPS = 2
+HUG_SQUEEZE_SPEED = 0.8
 LIFT_CLEARANCE_M = 0.04  # bucket bottom this far above the platform top while carrying
 # The carry ends with the bucket's axis this far short of the platform's centre (~14 steps sooner at the base's
 # 1 m/s): 16 cm inside the 0.3 m success radius, room for the rim estimate's centimetres of error; the bottom

@@ -36,6 +36,7 @@ from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, Rele
 from .bucket_nodes import (
     HUG_GRIPPER,
     HUG_PATIENCE_STEPS,
+    HUG_SQUEEZE_SPEED,
     HUG_SQUEEZE_M,
     BucketFollows,
     PerceiveBucket,
@@ -72,7 +73,7 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
                                                            gripper=HUG_GRIPPER), 250, tools),
         StepTimeout("hugged in time?", MoveBothArms("hug walls", tools, "q_grasp", "X_WG_grasp",
                                                     position_tolerance_m=0.01, accept_stall_m=HUG_SQUEEZE_M + 0.04,
-                                                    speed_fraction=0.6, patience=HUG_PATIENCE_STEPS,
+                                                    speed_fraction=HUG_SQUEEZE_SPEED, patience=HUG_PATIENCE_STEPS,
                                                     gripper=HUG_GRIPPER), 120, tools),
     ])
     carry_moves = py_trees.composites.Sequence("lift, carry, lower", memory=True, children=[

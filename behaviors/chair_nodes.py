@@ -57,10 +57,17 @@ HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
 
 class PerceiveChair(Skill):
     """Every other tick: the chair's points (target mask, minus the robot) -> centre and backrest estimates.
-    Always SUCCESS (estimates stay None until enough of the chair is seen)."""
+    Always SUCCESS (estimates stay None until enough of the chair is seen).
+
+    The centre is the swivel axis, from the casters' circle or the gas-lift column when they are seen. Close
+    behind the chair, holding its backrest, the robot often hides them and only the seat part of the paper's
+    box is left, up to 20 cm off (chair-test-008). While held, the chair moves with the hands: the centre is
+    kept in a frame H on the hands (:func:`hands_frame`) from the last view of the casters or column, and a view
+    without them puts it where H has carried it."""
 
     def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation", "tick"), writes=("chair_center_W", "backrest"))
+        super().__init__(name, tools, reads=("observation", "tick", "holding", "center_in_hands_H"),
+                         writes=("chair_center_W", "backrest", "center_in_hands_H", "last_sure_center_W"))
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -72,16 +79,38 @@ class PerceiveChair(Skill):
             return Status.SUCCESS
         try:
             chair = estimate_chair_center(points)
-            # The swivel axis (what the task measures): casters' circle, else column, else the seat part of the
-            # paper's upper-body box (benchmarks/perception_accuracy.py compares them).
-            self.bb.chair_center_W = np.asarray(chair.swivel_center_W, dtype=float)
-            self.bb.backrest = chair.backrest
         except ValueError as e:  # too few upper-body points this step: keep the last estimates
             self.feedback_message = f"no estimate: {e}"
             return Status.SUCCESS
-        c = self.bb.chair_center_W
-        self.feedback_message = f"{len(points)} points, centre ({c[0]:.2f}, {c[1]:.2f})"
+        self.bb.backrest = chair.backrest
+        # The swivel axis (what the task measures): casters' circle, else column, else the seat part of the
+        # paper's upper-body box (benchmarks/perception_accuracy.py compares them).
+        center = np.asarray(chair.swivel_center_W, dtype=float)
+        sure = chair.swivel_source in ("base", "column")
+        X_WH = hands_frame(obs)
+        if sure:
+            self.bb.last_sure_center_W = center
+            if self.bb.holding:
+                self.bb.center_in_hands_H = np.linalg.solve(X_WH, np.append(center, 1.0))[:3]
+        elif self.bb.holding and self.bb.center_in_hands_H is not None:
+            center = (X_WH @ np.append(self.bb.center_in_hands_H, 1.0))[:3]
+        self.bb.chair_center_W = center
+        source = chair.swivel_source if sure or not self.bb.holding else "hands"
+        self.feedback_message = f"{len(points)} points, centre ({center[0]:.2f}, {center[1]:.2f}) from the {source}"
         return Status.SUCCESS
+
+
+def hands_frame(obs: Observation) -> np.ndarray:
+    """4x4 frame H on both tool centres: origin at their midpoint, x from the right hand to the left one in the
+    floor plane, z up. A chair held by its backrest moves with it."""
+    left, right = obs.X_WT["left"][:3, 3], obs.X_WT["right"][:3, 3]
+    x = np.array([left[0] - right[0], left[1] - right[1], 0.0])
+    x /= max(float(np.linalg.norm(x)), 1e-9)
+    z = np.array([0.0, 0.0, 1.0])
+    X = np.eye(4)
+    X[:3, :3] = np.stack([x, np.cross(z, x), z], axis=1)
+    X[:3, 3] = 0.5 * (left + right)
+    return X
 
 
 def backrest_hold_poses(backrest, X_WB: np.ndarray) -> dict[str, np.ndarray]:
@@ -129,8 +158,14 @@ class PlanBackrestHold(Skill):
             previous = self.bb.X_WG_grasp
             options = [g for g in options if previous is None
                        or all(g[s][:3, 1] @ previous[s][:3, 1] > 0 for s in g)][:1]
-            grasp = self.tools.ik.solve(obs.qpos, options[0], weights=HOLD_IK_WEIGHTS[0], base_keep_out=keep_out,
-                                        closing_axis_tilt_rad=HOLD_TILT_RAD)
+            # The arms alone first: a base that moves while the fingers go down around the panel sweeps them
+            # sideways across it.
+            planar = self.tools.model.base_joint_names[:3]
+            for fixed in (planar, ()):
+                grasp = self.tools.ik.solve(obs.qpos, options[0], weights=HOLD_IK_WEIGHTS[0], base_keep_out=keep_out,
+                                            closing_axis_tilt_rad=HOLD_TILT_RAD, fixed_joints=fixed)
+                if grasp.success:
+                    break
             if not grasp.success:
                 return self.fail(f"IK failed: {grasp.message}")
             self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, reached_goals(self.tools, grasp.q, options[0])
@@ -168,11 +203,23 @@ class PlanPush(Skill):
     longest move of the episode, and the nudges correct the rest). FAILURE without a centre estimate."""
 
     def __init__(self, name, tools, max_offset_m: float = math.inf, stop_short_m: float = 0.0):
-        super().__init__(name, tools, reads=("chair_center_W", "target_xy_W", "backrest"),
-                         writes=("push_offset_W", "backrest_top_z_m"))
+        super().__init__(name, tools, reads=("observation", "chair_center_W", "target_xy_W", "backrest",
+                                             "last_sure_center_W", "holding", "center_in_hands_H"),
+                         writes=("push_offset_W", "backrest_top_z_m", "holding", "center_in_hands_H",
+                                 "chair_center_W"))
         self.max_offset_m, self.stop_short_m = max_offset_m, stop_short_m
 
     def update(self):
+        if not self.bb.holding:
+            # The hold has just closed: from now on the chair moves with the hands. Its centre in their frame
+            # comes from the last view of its casters or column (the chair stands still until it is held),
+            # else from the current estimate.
+            self.bb.holding = True
+            center = self.bb.last_sure_center_W if self.bb.last_sure_center_W is not None else self.bb.chair_center_W
+            if center is not None:
+                X_WH = hands_frame(self.bb.observation)
+                self.bb.center_in_hands_H = np.linalg.solve(X_WH, np.append(center, 1.0))[:3]
+                self.bb.chair_center_W = np.asarray(center, dtype=float)
         center = self.bb.chair_center_W
         if center is None:
             return self.fail("no chair centre estimate")

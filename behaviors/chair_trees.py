@@ -1,13 +1,15 @@
 """The PushChair behavior tree (papers/002 Fig. 14: hug, push the chair centre to the target, then nudge).
 
     push chair (Sequence)
-    ├── perceive chair                           every other tick: chair centre (PCA box) and backrest
+    ├── perceive chair                           every other tick: chair centre and backrest; while held,
+    │                                            the centre rides in the hands' frame between views of the
+    │                                            casters
     └── task (Sequence, memory)
         ├── hold and push (Retry x3)
         │   └── attempt (Sequence, memory)
         │       ├── recover                      after a failure: open both grippers, back off, re-plan
         │       ├── plan hold                    both grippers on the backrest's top edge: dual-goal IK
-        │       ├── reach above backrest         base, torso and both arms together
+        │       ├── reach above backrest         base, torso (rising first) and both arms together
         │       ├── refine hold                  the grasp again from a fresh estimate
         │       ├── lower onto backrest          fingers pre-shaped around the panel
         │       └── push (Parallel)              the grippers close as the base starts (a 0.3 s ramp)
@@ -47,7 +49,8 @@ from .common import HoldStill, StepTimeout, Tools
 MAX_ATTEMPTS = 3
 MAX_NUDGES = 6
 CHAIR_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "chair_center_W": None, "backrest": None, "push_offset_W": None,
-                    "backrest_top_z_m": None, "preshape_opening_m": None}
+                    "backrest_top_z_m": None, "preshape_opening_m": None, "holding": False,
+                    "center_in_hands_H": None, "last_sure_center_W": None}
 
 
 def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
@@ -70,12 +73,14 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         children=[push_and_nudge, ChairUpright("chair tipping?", tools), GrippersHolding("backrest in grippers?", tools, held="backrest")],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        ReleaseAndBackOff("recover", tools, reset_keys=("backrest_top_z_m",)),
+        ReleaseAndBackOff("recover", tools, reset_keys=("backrest_top_z_m", "holding", "center_in_hands_H",
+                                                         "last_sure_center_W")),
         PlanBackrestHold("plan hold", tools),
         StepTimeout("above backrest in time?", MoveBothArms("reach above backrest", tools, "q_pregrasp",
                                                             "X_WG_pregrasp", position_tolerance_m=0.03,
                                                             angle_tolerance_rad=0.15,
-                                                            gripper_key="preshape_opening_m"), 250, tools),
+                                                            gripper_key="preshape_opening_m", torso_first=True),
+                   250, tools),
         PlanBackrestHold("refine hold", tools, refine=True),
         StepTimeout("lowered in time?", MoveBothArms("lower onto backrest", tools, "q_grasp", "X_WG_grasp",
                                                      position_tolerance_m=0.012, speed_fraction=0.9,

@@ -333,3 +333,31 @@ def test_base_lead_keeps_a_lagging_base_from_overshooting_the_stop():
         overshoot[lead] = worst
         assert abs(q[0] - q_target[0]) < 0.005
     assert overshoot[lag_s] < 0.5 * overshoot[0.0]
+
+
+def test_chair_centre_rides_with_the_hands_that_hold_it():
+    """While the backrest is held, the chair's centre kept in the hands' frame follows the hands: moved and
+    turned together (a push that also swings the chair), the centre lands where the rigid motion takes it."""
+    from handleit.behaviors.chair_nodes import hands_frame
+
+    def obs_with_hands(left, right):
+        X_WT = {}
+        for side, p in (("left", left), ("right", right)):
+            X = np.eye(4)
+            X[:3, 3] = p
+            X_WT[side] = X
+        return SimpleNamespace(X_WT=X_WT)
+
+    left, right = np.array([1.0, 0.2, 0.9]), np.array([1.0, -0.2, 0.9])
+    center_W = np.array([1.35, 0.05, 0.0])
+    X_WH = hands_frame(obs_with_hands(left, right))
+    center_H = np.linalg.solve(X_WH, np.append(center_W, 1.0))[:3]
+    # Carry both hands 0.5 m along x and turn them 30 degrees about the vertical through their midpoint.
+    yaw = math.radians(30.0)
+    R = np.array([[math.cos(yaw), -math.sin(yaw), 0.0], [math.sin(yaw), math.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+    mid = 0.5 * (left + right)
+    move = np.array([0.5, 0.0, 0.0])
+    moved = {name: R @ (p - mid) + mid + move for name, p in (("left", left), ("right", right))}
+    X_WH_moved = hands_frame(obs_with_hands(moved["left"], moved["right"]))
+    expected = R @ (center_W - mid) + mid + move
+    np.testing.assert_allclose((X_WH_moved @ np.append(center_H, 1.0))[:3], expected, atol=1e-9)
