@@ -26,6 +26,11 @@ HELD_RAMP_S = 0.3
 # Weight (per second) of the time to reach a hold in its IK cost, beside the posture cost: among the many whole-body
 # solutions, the quickest to reach (the slowest joint's travel over its speed) rather than only the nearest.
 HOLD_TIME_WEIGHT = 20.0
+# The base's x/y speed limits hold per axis of its own frame, so a push or a carry at 45 degrees to its heading
+# goes up to sqrt(2) times faster. Holds are also planned with the base turned that way (a cost pulling the
+# heading there, not a constraint), and the plan with the least time to reach plus time to move wins.
+DIAGONAL_HEADING_OFFSETS_RAD = (math.pi / 4, -math.pi / 4)
+HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
 
 
 def shifted_goals(goals: dict[str, np.ndarray], d_W) -> dict[str, np.ndarray]:
@@ -154,25 +159,23 @@ def reached_goals(tools: Tools, q: np.ndarray, goals: dict[str, np.ndarray]) -> 
 
 
 def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregrasp_of, weight_options, move_W,
-                           heading_offsets_rad, heading_weight: float, free_heading: bool = True, **solve_kwargs):
+                           heading_offsets_rad=DIAGONAL_HEADING_OFFSETS_RAD, heading_weight: float = HEADING_WEIGHT,
+                           **solve_kwargs):
     """The hold (as :func:`fastest_hold`) from which reaching it and then moving the base by ``move_W`` (m, world
     x/y, heading fixed: a push or a carry) takes the least time.
 
     Planned with the base's heading free, and with the heading pulled (a cost, not a constraint) toward each of
     ``heading_offsets_rad`` off the move's direction: at 45 degrees to its heading the base moves sqrt(2) times
     faster. ``goals_facing(heading_rad | None)``: the candidate grasp goals (side -> X_WG) for the robot facing
-    the object along that heading (None: as it stands now); ``free_heading=False`` leaves out the free heading
-    when the move's direction is known (the heading then matters for more than speed). Returns ``(plan, summary)``: the plan as
+    the object along that heading (None: as it stands now). Returns ``(plan, summary)``: the plan as
     :func:`fastest_hold` returns it, and a line of feedback (each heading tried and its time). Raises
     ``RuntimeError`` when no hold is found for any heading."""
     yaw = tools.base_index[2]
     move = None if move_W is None else np.asarray(move_W, dtype=float)[:2]
-    candidates = []
+    candidates = [(None, None)]
     if move is not None and np.linalg.norm(move) > 1e-3:
         direction = math.atan2(move[1], move[0])
         candidates += [(direction, direction + offset) for offset in heading_offsets_rad]
-    if free_heading or not candidates:
-        candidates.insert(0, (None, None))
     plans, last = [], None
     for direction, heading in candidates:
         kwargs = dict(solve_kwargs)

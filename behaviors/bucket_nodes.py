@@ -74,10 +74,6 @@ BALL_MARGIN_M = 0.03
 CONFIRM_VIEWS = 6  # "bucket follows?" fails when this many views in a row show the problem (0.12 s): an arm
 # across the rim has made the rim estimate tilt by 50 degrees for 5 views in a row (train seed 33)
 HOLD_IK_WEIGHTS = ({"base_height": 20.0}, {"base_height": 400.0})  # tried in turn, the quickest wins
-# The base's x/y limits hold per axis of its own frame: carrying at 45 degrees to its heading is up to sqrt(2)
-# times faster. The hold is also planned facing the bucket that way (as the chair's push, chair_nodes.py).
-CARRY_HEADING_OFFSETS_RAD = (math.pi / 4, -math.pi / 4)
-HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
 # The robot's torso column reaches the floor (0.3 x 0.2 m around the base origin) and cannot pass over the
 # platform, so the bucket must be held far enough ahead of the base to reach the platform's middle: with the
 # base origin at least this far from the bucket's axis, the axis gets within CARRY_STOP_SHORT_M of the centre
@@ -237,12 +233,11 @@ class PlanBucketHold(Skill):
                 return {s: shifted_goals({s: X}, -(HUG_PREGRASP_OUT_M + HUG_SQUEEZE_M) * X[:3, 2])[s]
                         for s, X in g.items()}
         carry = carry_offset_xy(rim, self.bb.target_xy_W)
-        rim_hold = self.kind == "rim"
         try:
             (grasp, pre, goals, pre_goals), summary = quickest_hold_for_move(
                 self.tools, obs, goals_facing, pregrasp_of, HOLD_IK_WEIGHTS, carry,
-                CARRY_HEADING_OFFSETS_RAD, HEADING_WEIGHT, base_keep_out=(np.asarray(rim.center_W)[:2], MIN_HOLD_DISTANCE_M),
-                tilt_rad=RIM_TILT_RAD if rim_hold else 0.0)
+                base_keep_out=(np.asarray(rim.center_W)[:2], MIN_HOLD_DISTANCE_M),
+                tilt_rad=RIM_TILT_RAD if self.kind == "rim" else 0.0)
         except RuntimeError as e:
             return self.fail(f"IK failed for the {self.kind} hold: {e}")
         self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals

@@ -36,8 +36,8 @@ from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, Rele
 from .bucket_nodes import (
     HUG_GRIPPER,
     HUG_PATIENCE_STEPS,
-    HUG_SQUEEZE_SPEED,
     HUG_SQUEEZE_M,
+    HUG_SQUEEZE_SPEED,
     BucketFollows,
     PerceiveBucket,
     PlanBucketHold,
@@ -47,9 +47,10 @@ from .bucket_nodes import (
 from .common import HoldStill, OperateGripper, StepTimeout, Tools
 
 MAX_ATTEMPTS = 3
-BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "bucket_height_m": None, "ball_points_W": None,
-                     "platform_top_z_m": None, "platform_points_W": None, "hold": None, "rim_z_at_grasp_m": None, "torso_at_grasp_m": None,
-                     "carry_offset_W": None, "carry_delay_s": None, "carry_gripper": None, "lower_offset_W": None, "preshape_opening_m": None}
+BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "bucket_height_m": None,
+                     "ball_points_W": None, "platform_top_z_m": None, "platform_points_W": None, "hold": None,
+                     "rim_z_at_grasp_m": None, "torso_at_grasp_m": None, "carry_offset_W": None, "carry_delay_s": None,
+                     "carry_gripper": None, "lower_offset_W": None, "preshape_opening_m": None}
 
 
 def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
@@ -81,8 +82,8 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
                                                         independent_height=True, delay_key="carry_delay_s",
                                                         gripper_key="carry_gripper"),
                     500, tools),
-        StepTimeout("lowered onto platform in time?", MoveBaseHolding("lower", tools, "lower_offset_W",
-                                                                                gripper_key="carry_gripper"), 150, tools),
+        StepTimeout("lowered onto platform in time?",
+                    MoveBaseHolding("lower", tools, "lower_offset_W", gripper_key="carry_gripper"), 150, tools),
     ])
     carry = py_trees.composites.Parallel(
         "carry", policy=ParallelPolicy.SuccessOnSelected(children=[carry_moves]),

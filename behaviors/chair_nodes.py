@@ -48,11 +48,6 @@ CHAIR_KEEP_OUT_M = 0.55
 # IK cost weights tried for the hold (the quickest solution to reach wins): the torso is the slowest joint
 # (0.5 m/s), and a heavy weight on it finds the reach with the arms alone where there is one.
 HOLD_IK_WEIGHTS = ({"base_height": 20.0}, {"base_height": 400.0})
-# The base's x/y speed limits hold per axis of its own frame, so pushing at 45 degrees to its heading goes up to
-# sqrt(2) times faster. The hold is also planned with the base turned that way (a cost pulling the heading there,
-# not a constraint), and the plan with the least time to reach plus time to push wins.
-PUSH_HEADING_OFFSETS_RAD = (math.pi / 4, -math.pi / 4)
-HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
 
 
 class PerceiveChair(Skill):
@@ -185,13 +180,12 @@ class PlanBackrestHold(Skill):
 
     def _quickest_hold_and_push(self, obs: Observation, options, keep_out):
         """The hold (as :func:`quickest_hold_for_move`) from which reaching it and pushing the chair's estimated
-        centre to the target takes the least time, the heading free or pulled to ``PUSH_HEADING_OFFSETS_RAD``
-        off the push's direction."""
+        centre to the target takes the least time, the heading free or pulled 45 degrees off the push's direction."""
         center = self.bb.chair_center_W
         push = None if center is None else np.asarray(self.bb.target_xy_W, dtype=float) - center[:2]
         plan, self.plan_summary = quickest_hold_for_move(
             self.tools, obs, lambda heading: options, lambda g: shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M]),
-            HOLD_IK_WEIGHTS, push, PUSH_HEADING_OFFSETS_RAD, HEADING_WEIGHT, base_keep_out=keep_out,
+            HOLD_IK_WEIGHTS, push, base_keep_out=keep_out,
             tilt_rad=HOLD_TILT_RAD)
         return plan
 
