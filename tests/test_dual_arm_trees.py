@@ -361,3 +361,37 @@ def test_chair_centre_rides_with_the_hands_that_hold_it():
     X_WH_moved = hands_frame(obs_with_hands(moved["left"], moved["right"]))
     expected = R @ (center_W - mid) + mid + move
     np.testing.assert_allclose((X_WH_moved @ np.append(center_H, 1.0))[:3], expected, atol=1e-9)
+
+
+def test_bucket_follows_fails_only_when_views_in_a_row_show_the_problem():
+    """One or a few bad rim estimates (an arm across the rim: 50 degrees of tilt on an upright bucket) do not
+    fail the carry; the check fails when CONFIRM_VIEWS views in a row show the bucket tilted."""
+    import py_trees
+    from py_trees.common import Status
+
+    from handleit.behaviors.bucket_nodes import CONFIRM_VIEWS
+
+    robot = SimRobot(handleit.envs.make("MoveBucket", obs_mode="pointcloud", camera_width=64, camera_height=32))
+    observation = robot.reset(seed=0)
+    solver = make_tree_solver("MoveBucket", robot.model)
+    solver.reset(observation)
+    check = next(n for n in solver.root.iterate() if n.name == "bucket follows?")
+    bb = py_trees.blackboard.Client(name="test", namespace=solver.tools.namespace)
+    for key, value in (("observation", observation), ("rim_z_at_grasp_m", 0.3),
+                       ("torso_at_grasp_m", float(observation.qpos[solver.tools.base_index[3]])),
+                       ("ball_points_W", None), ("rim", None)):
+        bb.register_key(key, access=py_trees.common.Access.WRITE)
+        bb.set(key, value, overwrite=True)
+
+    def view(tilt_rad):
+        return SimpleNamespace(height_m=0.3, center_W=np.array([1.0, 0.0, 0.3]), outer_radius_m=0.18,
+                               axis_W=np.array([math.sin(tilt_rad), 0.0, math.cos(tilt_rad)]))
+
+    check.initialise()
+    statuses = []
+    for tilt in [0.87] * (CONFIRM_VIEWS - 1) + [0.0] + [0.87] * CONFIRM_VIEWS:
+        bb.rim = view(tilt)
+        statuses.append(check.update())
+        statuses.append(check.update())  # a tick without a new view changes nothing
+    assert statuses[:-2] == [Status.RUNNING] * (len(statuses) - 2)
+    assert statuses[-2] == Status.FAILURE and "tilted" in check.feedback_message
