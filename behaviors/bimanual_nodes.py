@@ -172,12 +172,10 @@ def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregras
     ``RuntimeError`` when no hold is found for any heading."""
     yaw = tools.base_index[2]
     move = None if move_W is None else np.asarray(move_W, dtype=float)[:2]
-    candidates = [(None, None)]
-    if move is not None and np.linalg.norm(move) > 1e-3:
-        direction = math.atan2(move[1], move[0])
-        candidates += [(direction, direction + offset) for offset in heading_offsets_rad]
+    direction = math.atan2(move[1], move[0]) if move is not None and np.linalg.norm(move) > 1e-3 else None
+    headings = [None] + ([] if direction is None else [direction + offset for offset in heading_offsets_rad])
     plans, last = [], None
-    for direction, heading in candidates:
+    for heading in headings:
         kwargs = dict(solve_kwargs)
         weights = weight_options
         if heading is not None:
@@ -200,8 +198,7 @@ def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregras
     times = [total_time_s(p) for p in plans]
     best = int(np.argmin(times))
     summary = "no move direction yet"
-    if move is not None and np.linalg.norm(move) > 1e-3:
-        direction = math.atan2(move[1], move[0])
+    if direction is not None:
         summary = ", ".join(f"{math.degrees(wrap_angle_rad(float(p[0].q[yaw]) - direction)):+.0f} deg {t:.2f} s"
                             for p, t in zip(plans, times))
     return plans[best], summary

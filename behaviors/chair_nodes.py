@@ -82,13 +82,12 @@ class PerceiveChair(Skill):
         # paper's upper-body box (benchmarks/perception_accuracy.py compares them).
         center = np.asarray(chair.swivel_center_W, dtype=float)
         sure = chair.swivel_source in ("base", "column")
-        X_WH = hands_frame(obs)
         if sure:
             self.bb.last_sure_center_W = center
             if self.bb.holding:
-                self.bb.center_in_hands_H = np.linalg.solve(X_WH, np.append(center, 1.0))[:3]
+                self.bb.center_in_hands_H = in_hands_frame(obs, center)
         elif self.bb.holding and self.bb.center_in_hands_H is not None:
-            center = (X_WH @ np.append(self.bb.center_in_hands_H, 1.0))[:3]
+            center = (hands_frame(obs) @ np.append(self.bb.center_in_hands_H, 1.0))[:3]
         self.bb.chair_center_W = center
         source = chair.swivel_source if sure or not self.bb.holding else "hands"
         self.feedback_message = f"{len(points)} points, centre ({center[0]:.2f}, {center[1]:.2f}) from the {source}"
@@ -106,6 +105,11 @@ def hands_frame(obs: Observation) -> np.ndarray:
     X[:3, :3] = np.stack([x, np.cross(z, x), z], axis=1)
     X[:3, 3] = 0.5 * (left + right)
     return X
+
+
+def in_hands_frame(obs: Observation, p_W) -> np.ndarray:
+    """The point ``p_W`` (world, m) in the hands' frame H (:func:`hands_frame`)."""
+    return np.linalg.solve(hands_frame(obs), np.append(np.asarray(p_W, dtype=float), 1.0))[:3]
 
 
 def backrest_hold_poses(backrest, X_WB: np.ndarray) -> dict[str, np.ndarray]:
@@ -211,8 +215,7 @@ class PlanPush(Skill):
             self.bb.holding = True
             center = self.bb.last_sure_center_W if self.bb.last_sure_center_W is not None else self.bb.chair_center_W
             if center is not None:
-                X_WH = hands_frame(self.bb.observation)
-                self.bb.center_in_hands_H = np.linalg.solve(X_WH, np.append(center, 1.0))[:3]
+                self.bb.center_in_hands_H = in_hands_frame(self.bb.observation, center)
                 self.bb.chair_center_W = np.asarray(center, dtype=float)
         center = self.bb.chair_center_W
         if center is None:
