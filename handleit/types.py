@@ -34,6 +34,9 @@ class Observation:
     X_WB: np.ndarray  # 4x4 pose of the mobile base in the world
     X_WT: dict[str, np.ndarray] = field(default_factory=dict)  # arm side -> 4x4 tool-centre pose in the world
     goal_W: np.ndarray | None = None  # [3] the task's goal position in the world (m), where the task gives one
+    # The operator's prompt naming the target (a segmenter's input, as a person on a robot would click on it):
+    # [3] a point, or [2, 3] an axis-aligned box (min corner, max corner), in the world (m); None: no prompt.
+    target_prompt_W: np.ndarray | None = None
 
     def q(self, names) -> np.ndarray:
         """Joint positions of the named joints, in the order given."""
