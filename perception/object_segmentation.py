@@ -1,0 +1,330 @@
+"""The object at the operator's prompt, on the floor or a table, tracked from step to step.
+
+What a real robot has instead of the simulator's segmentation masks for PushChair (the chair), MoveBucket
+(the bucket) and the tabletop tasks (the cube or object): the operator names the object once, at the start
+of an episode, with a point or an axis-aligned box in the world (``Observation.target_prompt_W``, noisy by a
+few cm); the object is then the cluster of points there above its support (the floor, or a table's top).
+Afterwards it moves (pushed, lifted, carried, held in a gripper, partly hidden by the grippers), and each
+step's object is the clusters that touch the previous step's object points.
+
+Per update (:meth:`ObjectTracker.update`):
+
+1. The support plane, fitted once per episode: the floor (the dominant low plane, ``fit_ground_plane``) or
+   the table's top (open3d's plane RANSAC ``segment_plane`` on the points around and below the prompt,
+   until a horizontal plane is found). Points within ``clearance_m`` of it are support, not object.
+2. Points remembered as static background are dropped: every above-support point seen far from the object
+   (outside its box grown by ``background_margin_m``) is remembered by its voxel. This is what keeps the
+   MoveBucket platform (a 0.2 m box the bucket is set down on) and PushChair's target hemisphere (the chair
+   is pushed onto it) out of the object once the two touch: both were seen, apart, before.
+3. The remaining points around the prompt (at the start) or around the previous object are voxelized and
+   clustered (open3d's DBSCAN ``cluster_dbscan`` on the voxel centres: a few ms for a chair).
+4. The object's clusters: those with points inside the prompt box (grown by ``box_margin_m`` for the
+   prompt's noise; the object is also clipped to that box at the start) or the one nearest the prompt point;
+   with a seed mask (a colour marker seen on the object) the clusters holding the seed points; afterwards,
+   the clusters with points within ``track_radius_m`` of the previous object points.
+
+The bucket's ball: the simulator's "target_link" mask is the bucket alone, and the MoveBucket tree finds the
+ball as the ball-coloured points outside it (``behaviors/bucket_nodes.py``). Pass
+``exclude_mask=ball_points_mask(colors)`` (``perception/bucket_rim.py``) to keep it out.
+
+Lost object: when no cluster touches the previous object (hidden by the arms), :meth:`ObjectTracker.update`
+returns an empty mask and keeps tracking from the last object points seen.
+
+Numpy in, numpy out (world W, z up, metres). Bad input raises
+:class:`~handleit.perception.segmentation_errors.SegmentationError` naming the problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from handleit.perception.point_cloud import fit_ground_plane, fit_plane, voxel_keys
+from handleit.perception.segmentation_errors import SegmentationError
+
+SUPPORTS = ("floor", "table")
+PROMPT_POINT_RADIUS_M = 0.3  # a point prompt needs a candidate point this close (m)
+PROMPT_BOX_GROWTH_M = 0.1  # a box prompt needs a candidate point inside the box grown by this (m)
+
+
+@dataclass(frozen=True)
+class TrackerParams:
+    """Parameters of :class:`ObjectTracker` (lengths in m). Defaults depend on the support, see ``_DEFAULTS``."""
+
+    clearance_m: float  # points at most this far above the support plane are support
+    voxel_m: float  # points are clustered by voxels this big
+    cluster_eps_m: float  # DBSCAN neighbourhood of voxel centres: gaps wider than this split clusters
+    min_cluster_points: int  # DBSCAN's min_points (voxels)
+    box_margin_m: float  # a box prompt is grown by this for its noise (3 sigma of 2 cm per coordinate)
+    track_radius_m: float  # a cluster continues the object when its points are this close to the last object
+    roi_margin_m: float  # clustering looks this far around the prompt or the last object
+    background_voxel_m: float  # static background is remembered at this voxel size
+    background_margin_m: float  # points beyond the object's box grown by this become background
+    plane_distance_m: float  # RANSAC inlier distance of the support plane
+    max_plane_tilt_rad: float  # the support plane's normal must be within this of the world's z
+
+
+_DEFAULTS = {
+    # The floor under a chair or a bucket: big objects, dense clouds (several cameras, ~5 mm spacing at 1 m).
+    "floor": dict(clearance_m=0.005, voxel_m=0.01, cluster_eps_m=0.03, min_cluster_points=1, box_margin_m=0.06,
+                  track_radius_m=0.05, roi_margin_m=0.4, background_voxel_m=0.015, background_margin_m=0.1,
+                  plane_distance_m=0.01, max_plane_tilt_rad=0.2),
+    # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
+    "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.015, min_cluster_points=1, box_margin_m=0.06,
+                  track_radius_m=0.04, roi_margin_m=0.3, background_voxel_m=0.008, background_margin_m=0.05,
+                  plane_distance_m=0.003, max_plane_tilt_rad=0.2),
+}
+
+
+class ObjectTracker:
+    """The object at the operator's prompt above the floor or a table, followed over an episode.
+
+    Call :meth:`reset` at the start of each episode, then :meth:`update` at each step (every step or every
+    few: it follows motion up to ~``track_radius_m`` between updates).
+    """
+
+    def __init__(self, support: str, **params):
+        if support not in SUPPORTS:
+            raise ValueError(f"support: expected one of {SUPPORTS}, got {support!r}")
+        unknown = set(params) - set(_DEFAULTS[support])
+        if unknown:
+            raise TypeError(f"ObjectTracker: unknown parameters {sorted(unknown)}; known: {sorted(_DEFAULTS[support])}")
+        self.support = support
+        self.params = TrackerParams(**{**_DEFAULTS[support], **params})
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the support plane, the background and the object (a new episode)."""
+        self.plane: np.ndarray | None = None  # (a, b, c, d), upward unit normal
+        self.object_points_W: np.ndarray | None = None  # the last object points seen
+        self._background_keys = np.zeros(0, dtype=np.int64)  # sorted voxel keys of static background
+        self.lost_updates = 0  # updates in a row that found no object
+
+    # ------------------------------------------------------------------------------------------ update
+
+    def update(self, points_W, candidate_mask, prompt_W, seed_mask=None, *, exclude_mask=None) -> np.ndarray:
+        """The object's points in this cloud, ``[N]`` bool.
+
+        Args:
+            points_W: ``[N, 3]`` world points (m), z up.
+            candidate_mask: ``[N]`` bool, the points that may be the object: not the robot (a robot self
+                filter's output).
+            prompt_W: the operator's prompt, ``[3]`` a point or ``[2, 3]`` a box (min, max corners), world, m.
+                Used to find the object at the start (and whenever nothing is tracked); may be None while
+                tracking or with a seed mask.
+            seed_mask: ``[N]`` bool, optional: points known to be on the object (a colour marker's patch);
+                the object is then the clusters that hold them.
+            exclude_mask: ``[N]`` bool, optional: points never part of the object (the bucket's ball).
+        Returns:
+            ``[N]`` bool, the object's points; all False when the tracked object is not seen this step.
+        Raises:
+            SegmentationError: bad input (empty cloud, NaN/inf, shapes, dtypes), a prompt that is not [3] or
+                [2, 3] or not finite, a prompt with no point near it, no object above the support at it.
+        """
+        p = _check_points(points_W)
+        n = len(p)
+        candidate = _check_mask(candidate_mask, n, "candidate_mask")
+        seed = None if seed_mask is None else _check_mask(seed_mask, n, "seed_mask")
+        if exclude_mask is not None:
+            candidate = candidate & ~_check_mask(exclude_mask, n, "exclude_mask")
+        prompt = None if prompt_W is None else check_prompt(prompt_W)
+        if not candidate.any():
+            raise SegmentationError(f"candidate_mask: none of the {n} points is a candidate (all robot?)")
+        tracking = self.object_points_W is not None
+        use_seed = seed is not None and bool((seed & candidate).any())
+        if not tracking and not use_seed:
+            if prompt is None:
+                raise SegmentationError("prompt_W: a prompt is needed to find the object (nothing tracked yet)")
+            _check_prompt_in_cloud(p[candidate], prompt)
+        if self.plane is None:
+            self.plane = self._fit_support(p[candidate], prompt)
+        P = self.params
+
+        height = p @ self.plane[:3] + self.plane[3]
+        above = candidate & (height > P.clearance_m)
+        result = np.zeros(n, dtype=bool)
+        # Region of interest: around the seed, the last object, or the prompt.
+        if use_seed:
+            lo, hi = _bounds(p[seed & candidate])
+        elif tracking:
+            lo, hi = _bounds(self.object_points_W)
+        else:
+            lo, hi = (prompt[0], prompt[1]) if prompt.ndim == 2 else (prompt, prompt)
+            if prompt.ndim == 1:
+                lo, hi = lo - PROMPT_POINT_RADIUS_M, hi + PROMPT_POINT_RADIUS_M
+        roi = above & np.all((p >= lo - P.roi_margin_m) & (p <= hi + P.roi_margin_m), axis=1)
+        if len(self._background_keys):
+            idx = np.flatnonzero(roi)
+            static = np.isin(voxel_keys(p[idx], P.background_voxel_m), self._background_keys, assume_unique=False)
+            roi[idx[static]] = False
+        index = np.flatnonzero(roi)
+        if len(index):
+            labels = self._cluster(p[index])
+            chosen = self._select(p[index], labels, prompt, None if not use_seed else seed[index], tracking)
+            if chosen is not None:
+                result[index[chosen]] = True
+        if not result.any():
+            if not tracking and not use_seed:
+                raise SegmentationError(f"no object above the {self.support} at the prompt "
+                                        f"{np.round(prompt, 3).tolist()} ({int(roi.sum())} points there)")
+            self.lost_updates += 1
+            return result
+        self.lost_updates = 0
+        self.object_points_W = p[result]
+        self._remember_background(p, above & ~result)
+        return result
+
+    # ------------------------------------------------------------------------------------------ steps
+
+    def _fit_support(self, p_candidate: np.ndarray, prompt: np.ndarray | None) -> np.ndarray:
+        P = self.params
+        try:
+            if self.support == "floor":
+                return fit_ground_plane(p_candidate, distance_m=P.plane_distance_m, max_tilt_rad=P.max_plane_tilt_rad)
+            return self._fit_table(p_candidate, prompt)
+        except ValueError as error:
+            if isinstance(error, SegmentationError):
+                raise
+            raise SegmentationError(f"no {self.support} plane found: {error}") from error
+
+    def _fit_table(self, p: np.ndarray, prompt: np.ndarray | None) -> np.ndarray:
+        """The table's top: the first horizontal RANSAC plane among the points around and below the prompt."""
+        P = self.params
+        if prompt is None:
+            raise SegmentationError("prompt_W: the table's top is found under the prompt; none given")
+        centre = prompt.mean(axis=0) if prompt.ndim == 2 else prompt
+        bottom = prompt[0, 2] if prompt.ndim == 2 else prompt[2]
+        near = (np.linalg.norm(p[:, :2] - centre[:2], axis=1) < 0.5) & (p[:, 2] < bottom + 0.05) & (p[:, 2] > bottom - 0.3)
+        rest = p[near]
+        if len(rest) > 20000:  # bounded cost: the plane has thousands of points either way
+            rest = rest[np.random.default_rng(0).choice(len(rest), 20000, replace=False)]
+        for _ in range(4):  # a few planes at most: the table's front or an object's side may come first
+            if len(rest) < 30:
+                break
+            plane, inliers = fit_plane(rest, distance_m=P.plane_distance_m)
+            if plane[2] < 0:
+                plane = -plane
+            if np.arccos(np.clip(plane[2], -1.0, 1.0)) <= P.max_plane_tilt_rad and inliers.sum() >= 30:
+                return plane
+            rest = rest[~inliers]
+        raise SegmentationError(f"no horizontal table top found within 0.5 m of the prompt {np.round(centre, 3).tolist()}"
+                                f" and up to 0.3 m below it")
+
+    def _cluster(self, p: np.ndarray) -> np.ndarray:
+        """DBSCAN labels ([M] int, -1 noise) of the points, clustered by their voxels' centres."""
+        import open3d as o3d  # lazy: a second to import
+
+        P = self.params
+        _, inverse = np.unique(voxel_keys(p, P.voxel_m), return_inverse=True)
+        inverse = inverse.reshape(-1)
+        counts = np.bincount(inverse)
+        centres = np.stack([np.bincount(inverse, weights=p[:, i]) for i in range(3)], axis=1) / counts[:, None]
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(centres))
+        voxel_labels = np.asarray(cloud.cluster_dbscan(eps=P.cluster_eps_m, min_points=P.min_cluster_points,
+                                                       print_progress=False))
+        return voxel_labels[inverse]
+
+    def _select(self, p, labels, prompt, seed, tracking) -> np.ndarray | None:
+        """[M] bool over ``p``: the object's clusters, or None when none qualifies."""
+        P = self.params
+        n_labels = int(labels.max()) + 1
+        if n_labels == 0:
+            return None
+        valid = labels >= 0
+        sizes = np.bincount(labels[valid], minlength=n_labels)
+
+        def clusters_with(hit: np.ndarray, fraction: float) -> np.ndarray | None:
+            # The cluster with the most hits, and any other whose hits are a good part of it.
+            counts = np.bincount(labels[valid & hit], minlength=n_labels)
+            if counts.max() == 0:
+                return None
+            keep = (counts == counts.max()) | (counts >= fraction * sizes) & (counts > 0)
+            return keep[np.maximum(labels, 0)] & valid
+
+        if seed is not None:
+            return clusters_with(seed, 0.2)
+        if tracking:
+            distance, _ = cKDTree(self.object_points_W).query(p, distance_upper_bound=P.track_radius_m)
+            return clusters_with(np.isfinite(distance), 0.1)
+        if prompt.ndim == 2:
+            inside = np.all((p >= prompt[0] - P.box_margin_m) & (p <= prompt[1] + P.box_margin_m), axis=1)
+            chosen = clusters_with(inside, 0.5)
+            return None if chosen is None else chosen & inside  # the box bounds the object at the start
+        distance = np.linalg.norm(p - prompt, axis=1)
+        distance[~valid] = np.inf
+        nearest = int(np.argmin(distance))
+        if not np.isfinite(distance[nearest]) or distance[nearest] > PROMPT_POINT_RADIUS_M:
+            return None
+        return labels == labels[nearest]
+
+    def _remember_background(self, p: np.ndarray, others: np.ndarray) -> None:
+        """Add the above-support points far from the object to the static background."""
+        P = self.params
+        lo, hi = _bounds(self.object_points_W)
+        far = others & ~np.all((p >= lo - P.background_margin_m) & (p <= hi + P.background_margin_m), axis=1)
+        if far.any():
+            keys = np.unique(voxel_keys(p[far], P.background_voxel_m))
+            self._background_keys = np.union1d(self._background_keys, keys)
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def _check_points(points_W) -> np.ndarray:
+    try:
+        p = np.asarray(points_W, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise SegmentationError(f"points_W: expected an [N, 3] array of numbers, got {type(points_W).__name__}") from error
+    if p.ndim != 2 or p.shape[1] != 3:
+        raise SegmentationError(f"points_W: expected shape [N, 3], got {list(p.shape)}")
+    if len(p) == 0:
+        raise SegmentationError("points_W: the point cloud is empty (0 points)")
+    finite = np.isfinite(p).all(axis=1)
+    if not finite.all():
+        raise SegmentationError(f"points_W: {int((~finite).sum())} of {len(p)} points contain NaN or inf")
+    return p
+
+
+def _check_mask(mask, n: int, name: str) -> np.ndarray:
+    m = np.asarray(mask)
+    if m.dtype != bool:
+        raise SegmentationError(f"{name}: expected a boolean array, got dtype {m.dtype}")
+    if m.shape != (n,):
+        raise SegmentationError(f"{name}: expected shape [{n}] to match the points, got {list(m.shape)}")
+    return m
+
+
+def check_prompt(prompt_W) -> np.ndarray:
+    """The prompt as float64 ``[3]`` (a point) or ``[2, 3]`` (a box, min then max corner), or SegmentationError."""
+    try:
+        prompt = np.asarray(prompt_W, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box, got {type(prompt_W).__name__}") from error
+    if prompt.shape not in ((3,), (2, 3)):
+        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box (min, max corners), "
+                                f"got shape {list(prompt.shape)}")
+    if not np.isfinite(prompt).all():
+        raise SegmentationError(f"prompt_W: contains NaN or inf: {prompt.tolist()}")
+    if prompt.ndim == 2:  # the corners of a thin object's noisy box may cross: order them per axis
+        prompt = np.stack([prompt.min(axis=0), prompt.max(axis=0)])
+    return prompt
+
+
+def _check_prompt_in_cloud(p_candidate: np.ndarray, prompt: np.ndarray) -> None:
+    if prompt.ndim == 1:
+        distance = float(np.min(np.linalg.norm(p_candidate - prompt, axis=1)))
+        if distance > PROMPT_POINT_RADIUS_M:
+            raise SegmentationError(f"prompt outside the cloud: the nearest candidate point is {distance:.2f} m from "
+                                    f"the prompt {np.round(prompt, 3).tolist()} (at most {PROMPT_POINT_RADIUS_M} m)")
+        return
+    inside = np.all((p_candidate >= prompt[0] - PROMPT_BOX_GROWTH_M) & (p_candidate <= prompt[1] + PROMPT_BOX_GROWTH_M),
+                    axis=1)
+    if not inside.any():
+        raise SegmentationError(f"prompt outside the cloud: no candidate point inside the box "
+                                f"{np.round(prompt, 3).tolist()} grown by {PROMPT_BOX_GROWTH_M} m")
+
+
+def _bounds(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return p.min(axis=0), p.max(axis=0)
