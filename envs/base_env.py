@@ -27,6 +27,7 @@ from .controllers import CONTROL_MODES, ControlConfig, make_controller
 from .mobile_panda import MobilePanda
 from .render_setup import new_scene
 from .robot_description import mobile_panda
+from .sensor_model import SensorPerturbation, SensorPerturber, as_perturbation
 
 OBS_MODES = ("pointcloud", "rgbd", "state")
 SPLITS = ("train", "test")  # the bundled objects' splits (papers/000 Appendix C.6)
@@ -60,6 +61,7 @@ class MobileManipulationEnv(gym.Env):
         pointcloud_frame: str = "world",
         control_config: ControlConfig | None = None,
         render_mode: str | None = None,
+        sensor_perturbation: SensorPerturbation | str | None = None,
     ):
         if obs_mode not in OBS_MODES:
             raise ValueError(f"unknown obs_mode {obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
@@ -81,6 +83,9 @@ class MobileManipulationEnv(gym.Env):
         self.camera_configs = cameras if cameras is not None else mobile_base_cameras(camera_width, camera_height)
         self.control_config = control_config or ControlConfig()
         self.description = self._robot_description()
+        # Sensor and odometry errors on what the env reports (envs/sensor_model.py); never on the physics.
+        self.sensor_perturbation = as_perturbation(sensor_perturbation)
+        self._sensor = SensorPerturber(self.sensor_perturbation) if self.sensor_perturbation.active else None
 
         self.scene: sapien.Scene | None = None
         self.robot: MobilePanda | None = None
@@ -166,6 +171,8 @@ class MobileManipulationEnv(gym.Env):
         self._initialize_episode(self.np_random, options)
         self.controller.reset()
         self._label_lut = self._shape_label_lut()
+        if self._sensor is not None:  # its own generator: the episode's physics and sampling stay the same
+            self._sensor.reset(seed, len(self.camera_configs), self.robot)
         self.elapsed_steps = 0
         self._episode_started = True
         info = self.evaluate()
@@ -207,12 +214,15 @@ class MobileManipulationEnv(gym.Env):
     # Observations
     # ------------------------------------------------------------------------------------------------
     def _proprioception(self) -> dict[str, np.ndarray]:
-        return {
+        agent = {
             "qpos": self.robot.qpos,
             "qvel": self.robot.qvel,
             "base_pose": _pose7(self.robot.X_WB),
             "tcp_pose": np.concatenate([_pose7(self.robot.X_WT(s)) for s in self.robot.sides]),
         }
+        if self._sensor is not None:  # joint noise and odometry drift, as reported
+            agent = self._sensor.perturb_proprioception(agent, self.elapsed_steps)
+        return agent
 
     def _get_obs(self) -> dict[str, Any]:
         obs: dict[str, Any] = {"agent": self._proprioception()}
@@ -221,10 +231,14 @@ class MobileManipulationEnv(gym.Env):
             return obs
         self.scene.update_render()
         images = self.cameras.capture()
+        X_WB = self.robot.X_WB.to_transformation_matrix()
+        if self._sensor is not None:  # depth noise, edge dropout, camera pose errors, odometry drift
+            images = self._sensor.perturb_images(images, self.elapsed_steps, X_WB)
+            X_WB = self._sensor.drift_transform(self.elapsed_steps, X_WB) @ X_WB  # the reported base pose
         if self.obs_mode == "pointcloud":
             X_FW = None
             if self.pointcloud_frame == "base":
-                X_FW = np.linalg.inv(self.robot.X_WB.to_transformation_matrix())
+                X_FW = np.linalg.inv(X_WB)
             xyz, rgb, shape_id, valid = fuse_point_cloud(images, X_FW)
             labels = self._label_lut[np.clip(shape_id, 0, len(self._label_lut) - 1)]
             pc = {"xyz": xyz, "rgb": rgb, "valid": valid}
