@@ -82,4 +82,15 @@ EOF
         log "SAPIEN still finds no rendering device after installing Mesa from bookworm-backports"; exit 1
     fi
 fi
+
+# --- ROS 1 (the ROS bridge: handleit serve-ros / run-ros, tests/test_ros_bridge.py) ----------------------
+# Debian 12 packages ROS 1 (rospy 1.15); its modules go to /usr/lib/python3/dist-packages, which
+# handleit.ros_env appends at the END of the environment's sys.path, so the pinned numpy etc. still win.
+# ROS 2 is not packaged for Debian 12.
+if ! command -v roscore >/dev/null 2>&1 || [ ! -d /usr/lib/python3/dist-packages/rospy ] \
+        || [ ! -d /usr/lib/python3/dist-packages/nav_msgs ]; then
+    log "installing ROS 1 from Debian (ros-core, rospy, sensor/nav/geometry/std messages)"
+    apt_install ros-core python3-rospy python3-sensor-msgs python3-nav-msgs python3-tf2-ros \
+        python3-geometry-msgs python3-std-msgs
+fi
 log "ready"
