@@ -1,0 +1,247 @@
+"""Tick a solver against a robot in real time, with a freshness check and a watchdog that stops the robot.
+
+The world does not wait for the tree: :class:`RealtimeRunner` ticks at the control rate on a clock (the wall
+clock, or a simulator's clock), each tick with the robot's newest observation. Safety comes first, as in ROS
+base drivers (a ``cmd_vel`` timeout stops the base):
+
+- a stale observation (a sensor older than its limit) is not handed to the tree: the tick commands zero
+  velocity and records the failed check ``observation fresh?``;
+- a watchdog thread commands zero velocity when no tick completed within ``watchdog_timeout_s`` of wall time
+  (a tick that hangs in planning), when the sensors stop, or when the robot reports its link down;
+- an exception from the robot or the solver commands zero velocity and ends the run with the error.
+
+Per-tick wall times are recorded (median, p99, max) and overruns of the control period counted.
+
+A robot may offer, beyond :class:`~handleit.types.RobotInterface`:
+``sensor_stamps_s() -> {stream: stamp of its newest message, s on the runner's clock}``, ``link_ok() -> (bool,
+reason)``, and ``now_s()`` (the robot's clock: a simulator's ``/clock``); without them the runner uses
+``Observation.time_s`` and the wall clock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from handleit.types import Command, Observation, RobotInterface
+
+FRESHNESS_CHECK = "observation fresh?"
+# Default age limits (s) per sensor stream: joint states and odometry come at the control rate (100 Hz), so
+# 10 periods late means the link or the driver is in trouble; a camera at 10-30 Hz plus processing may lag
+# a few hundred ms, and trees re-perceive every tick, so a cloud older than 0.5 s is not trusted.
+DEFAULT_MAX_AGE_S = {"joint_states": 0.1, "odom": 0.1, "points": 0.5}
+DEFAULT_OBSERVATION_MAX_AGE_S = 0.1  # robots without per-stream stamps: the age of Observation.time_s
+
+
+def zero_command(robot: RobotInterface) -> Command:
+    """Zero velocity on every joint, grippers holding."""
+    m = robot.model
+    return Command(qvel=np.zeros(len(m.joint_names)), gripper={s: "hold" for s in m.finger_joint_names})
+
+
+class WallClock:
+    """Seconds since the epoch (the clock of ROS stamps without simulated time)."""
+
+    def now_s(self) -> float:
+        return time.time()
+
+    def sleep_until(self, t_s: float) -> None:
+        delay = t_s - time.time()
+        if delay > 0:
+            time.sleep(delay)
+
+
+@dataclass
+class RunReport:
+    ticks: int = 0
+    tick_wall_s: list[float] = field(default_factory=list)  # per tick: observe + freshness + solver + act
+    solver_wall_s: list[float] = field(default_factory=list)  # per tree tick: solver.step alone
+    overruns: int = 0  # ticks whose wall time exceeded the control period
+    stale_ticks: int = 0  # ticks where the observation was not fresh (zero velocity commanded)
+    failures: list[dict[str, Any]] = field(default_factory=list)  # {"check", "reason", "time_s"}
+    watchdog_stops: list[dict[str, Any]] = field(default_factory=list)  # {"reason", "wall_s"}
+    error: str | None = None  # what ended the run, if it did not end normally
+    stop_reason: str = ""
+
+    def tick_stats(self) -> dict[str, float]:
+        """Median, p99 and max tick time (s), overruns, and the share of ticks that overran."""
+        t = np.asarray(self.tick_wall_s) if self.tick_wall_s else np.zeros(1)
+        s = np.asarray(self.solver_wall_s) if self.solver_wall_s else np.zeros(1)
+        return {"ticks": self.ticks, "tick_median_s": float(np.median(t)), "tick_p99_s": float(np.percentile(t, 99)),
+                "tick_max_s": float(t.max()), "solver_median_s": float(np.median(s)),
+                "solver_p99_s": float(np.percentile(s, 99)), "solver_max_s": float(s.max()),
+                "overruns": self.overruns, "overrun_share": self.overruns / max(self.ticks, 1),
+                "stale_ticks": self.stale_ticks, "watchdog_stops": len(self.watchdog_stops)}
+
+
+class RealtimeRunner:
+    """Ticks ``solver`` against ``robot`` at ``rate_hz`` on ``clock``; see the module docstring.
+
+    Args:
+        robot: a RobotInterface; ``act`` must be callable from the watchdog thread too (it sends zero velocity).
+        solver: ``reset(observation)`` and ``step(observation) -> Command`` (handleit.solvers).
+        rate_hz: ticks per second of ``clock``.
+        clock: ``now_s()`` and ``sleep_until(t_s)``; default: the robot's clock if it has ``now_s``, else wall.
+        max_age_s: per stream (see DEFAULT_MAX_AGE_S), or one number for every stream / ``Observation.time_s``.
+        watchdog_timeout_s: wall seconds without a completed tick (or with stale sensors, or the link down)
+            before the watchdog commands zero velocity.
+    """
+
+    def __init__(self, robot: RobotInterface, solver, *, rate_hz: float = 100.0, clock=None,
+                 max_age_s: float | dict[str, float] | None = None, watchdog_timeout_s: float = 0.25):
+        if rate_hz <= 0 or watchdog_timeout_s <= 0:
+            raise ValueError(f"rate_hz ({rate_hz}) and watchdog_timeout_s ({watchdog_timeout_s}) must be > 0")
+        self.robot, self.solver = robot, solver
+        self.period_s = 1.0 / rate_hz
+        if clock is None:
+            clock = _RobotClock(robot) if hasattr(robot, "now_s") else WallClock()
+        self.clock = clock
+        self.max_age_s = max_age_s if max_age_s is not None else (
+            dict(DEFAULT_MAX_AGE_S) if hasattr(robot, "sensor_stamps_s") else DEFAULT_OBSERVATION_MAX_AGE_S)
+        self.watchdog_timeout_s = watchdog_timeout_s
+        self.report = RunReport()
+        self._lock = threading.Lock()  # guards the heartbeat and the stopped flag
+        self._last_tick_wall = time.monotonic()
+        self._stopped_by_watchdog = False
+        self._stop = threading.Event()
+
+    # -- freshness ------------------------------------------------------------------------------------
+    def stale_reason(self, observation: Observation | None) -> str | None:
+        """Why the newest sensor data may not be used now (None: fresh)."""
+        now = self.clock.now_s()
+        if hasattr(self.robot, "sensor_stamps_s"):
+            stamps = self.robot.sensor_stamps_s()
+            limits = self.max_age_s if isinstance(self.max_age_s, dict) else {k: self.max_age_s for k in stamps}
+            old = []
+            for stream, limit in limits.items():
+                stamp = stamps.get(stream)
+                if stamp is None:
+                    old.append(f"{stream}: nothing received")
+                elif now - stamp > limit:
+                    old.append(f"{stream}: {now - stamp:.3f} s old > {limit} s")
+            return "; ".join(old) or None
+        if observation is None:
+            return "no observation"
+        limit = self.max_age_s if not isinstance(self.max_age_s, dict) else min(self.max_age_s.values())
+        age = now - observation.time_s
+        return f"observation {age:.3f} s old > {limit} s" if age > limit else None
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def run(self, max_ticks: int | None = None, until: Callable[[], bool] | None = None) -> RunReport:
+        """Tick until ``max_ticks``, ``until()`` is true, :meth:`stop`, or an error; zero velocity at the end."""
+        watchdog = threading.Thread(target=self._watchdog, name="handleit-watchdog", daemon=True)
+        self._last_tick_wall = time.monotonic()
+        watchdog.start()
+        reset = False
+        t_next = self.clock.now_s()
+        try:
+            while not self._stop.is_set():
+                if max_ticks is not None and self.report.ticks >= max_ticks:
+                    self.report.stop_reason = f"{max_ticks} ticks"
+                    break
+                if until is not None and until():
+                    self.report.stop_reason = "until() is true"
+                    break
+                self.clock.sleep_until(t_next)
+                start = time.perf_counter()
+                observation = self.robot.observe()
+                stale = self.stale_reason(observation)
+                if stale is not None:
+                    self.report.stale_ticks += 1
+                    self.report.failures.append({"check": FRESHNESS_CHECK, "reason": stale,
+                                                 "time_s": self.clock.now_s()})
+                    command = zero_command(self.robot)
+                else:
+                    solver_start = time.perf_counter()
+                    if not reset:
+                        self.solver.reset(observation)
+                        reset = True
+                    command = self.solver.step(observation)
+                    self.report.solver_wall_s.append(time.perf_counter() - solver_start)
+                with self._lock:
+                    if self._stopped_by_watchdog:
+                        # The tick outlived the watchdog: its command rests on an old observation. Stay stopped
+                        # this tick; the next tick starts from a new observation.
+                        command = zero_command(self.robot)
+                        self._stopped_by_watchdog = False
+                    self._last_tick_wall = time.monotonic()
+                self.robot.act(command)
+                elapsed = time.perf_counter() - start
+                self.report.tick_wall_s.append(elapsed)
+                self.report.ticks += 1
+                self.report.overruns += elapsed > self.period_s
+                # A late tick does not try to catch up (that would send a burst of commands): next tick one
+                # period from now when behind.
+                t_next = max(t_next + self.period_s, self.clock.now_s())
+            else:
+                self.report.stop_reason = self.report.stop_reason or "stop()"
+        except Exception as error:  # noqa: BLE001  any failure: the robot must not keep moving
+            self.report.error = f"{type(error).__name__}: {error}"
+            self.report.stop_reason = "error"
+        finally:
+            self._stop.set()
+            watchdog.join(timeout=2.0)
+            self._safe_stop("run ended")
+        return self.report
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- safety ---------------------------------------------------------------------------------------
+    def _safe_stop(self, reason: str) -> None:
+        try:
+            self.robot.act(zero_command(self.robot))
+        except Exception as error:  # noqa: BLE001  the link may be gone: report, nothing else can be done
+            self.report.watchdog_stops.append({"reason": f"{reason}; zero velocity failed: {error}",
+                                               "wall_s": time.time()})
+
+    def _watchdog(self) -> None:
+        """Zero velocity while the tree is stuck, the sensors are stale or the link is down."""
+        poll_s = min(self.watchdog_timeout_s / 4, 0.05)
+        while not self._stop.wait(poll_s):
+            reasons = []
+            with self._lock:
+                silent_s = time.monotonic() - self._last_tick_wall
+            if silent_s > self.watchdog_timeout_s:
+                reasons.append(f"no tick for {silent_s:.2f} s (tree stopped ticking)")
+            try:
+                stale = self.stale_reason(None) if hasattr(self.robot, "sensor_stamps_s") else None
+            except Exception as error:  # noqa: BLE001
+                stale = f"sensor check failed: {error}"
+            if stale:
+                reasons.append(f"sensors stale: {stale}")
+            if hasattr(self.robot, "link_ok"):
+                ok, why = self.robot.link_ok()
+                if not ok:
+                    reasons.append(f"link down: {why}")
+            if not reasons:
+                continue
+            with self._lock:
+                first = not self._stopped_by_watchdog
+                self._stopped_by_watchdog = True
+            if first or silent_s > self.watchdog_timeout_s:
+                # Repeated while the cause lasts: a driver with its own command timeout keeps getting zeros.
+                self._safe_stop("; ".join(reasons))
+                if first:
+                    self.report.watchdog_stops.append({"reason": "; ".join(reasons), "wall_s": time.time()})
+
+
+class _RobotClock:
+    """The robot's own clock (``robot.now_s()``, e.g. a simulator's ``/clock``)."""
+
+    def __init__(self, robot):
+        self.robot = robot
+
+    def now_s(self) -> float:
+        return self.robot.now_s()
+
+    def sleep_until(self, t_s: float) -> None:
+        if hasattr(self.robot, "sleep_until"):
+            self.robot.sleep_until(t_s)
+            return
+        while self.robot.now_s() < t_s:
+            time.sleep(0.001)
