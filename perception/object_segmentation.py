@@ -59,6 +59,8 @@ class TrackerParams:
     min_cluster_points: int  # DBSCAN's min_points (voxels)
     box_margin_m: float  # a box prompt is grown by this for its noise (3 sigma of 2 cm per coordinate)
     track_radius_m: float  # a cluster continues the object when its points are this close to the last object
+    lost_growth_m: float  # ... plus this for each update in a row that found no object (it moved while hidden)
+    max_track_radius_m: float  # ... up to this
     roi_margin_m: float  # clustering looks this far around the prompt or the last object
     background_voxel_m: float  # static background is remembered at this voxel size
     background_margin_m: float  # points beyond the object's box grown by this become background
@@ -68,13 +70,14 @@ class TrackerParams:
 
 _DEFAULTS = {
     # The floor under a chair or a bucket: big objects, dense clouds (several cameras, ~5 mm spacing at 1 m).
+    # Clearance: the bucket's inner bottom lies 9 mm above the floor.
     "floor": dict(clearance_m=0.005, voxel_m=0.01, cluster_eps_m=0.03, min_cluster_points=1, box_margin_m=0.06,
-                  track_radius_m=0.05, roi_margin_m=0.4, background_voxel_m=0.015, background_margin_m=0.1,
-                  plane_distance_m=0.01, max_plane_tilt_rad=0.2),
+                  track_radius_m=0.05, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.4,
+                  background_voxel_m=0.015, background_margin_m=0.1, plane_distance_m=0.01, max_plane_tilt_rad=0.2),
     # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
     "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.015, min_cluster_points=1, box_margin_m=0.06,
-                  track_radius_m=0.04, roi_margin_m=0.3, background_voxel_m=0.008, background_margin_m=0.05,
-                  plane_distance_m=0.003, max_plane_tilt_rad=0.2),
+                  track_radius_m=0.04, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.3,
+                  background_voxel_m=0.008, background_margin_m=0.05, plane_distance_m=0.003, max_plane_tilt_rad=0.2),
 }
 
 
@@ -123,12 +126,12 @@ class ObjectTracker:
             SegmentationError: bad input (empty cloud, NaN/inf, shapes, dtypes), a prompt that is not [3] or
                 [2, 3] or not finite, a prompt with no point near it, no object above the support at it.
         """
-        p = _check_points(points_W)
+        p = check_points(points_W)
         n = len(p)
-        candidate = _check_mask(candidate_mask, n, "candidate_mask")
-        seed = None if seed_mask is None else _check_mask(seed_mask, n, "seed_mask")
+        candidate = check_mask(candidate_mask, n, "candidate_mask")
+        seed = None if seed_mask is None else check_mask(seed_mask, n, "seed_mask")
         if exclude_mask is not None:
-            candidate = candidate & ~_check_mask(exclude_mask, n, "exclude_mask")
+            candidate = candidate & ~check_mask(exclude_mask, n, "exclude_mask")
         prompt = None if prompt_W is None else check_prompt(prompt_W)
         if not candidate.any():
             raise SegmentationError(f"candidate_mask: none of the {n} points is a candidate (all robot?)")
@@ -154,7 +157,9 @@ class ObjectTracker:
             lo, hi = (prompt[0], prompt[1]) if prompt.ndim == 2 else (prompt, prompt)
             if prompt.ndim == 1:
                 lo, hi = lo - PROMPT_POINT_RADIUS_M, hi + PROMPT_POINT_RADIUS_M
-        roi = above & np.all((p >= lo - P.roi_margin_m) & (p <= hi + P.roi_margin_m), axis=1)
+        track_radius_m = min(P.track_radius_m + self.lost_updates * P.lost_growth_m, P.max_track_radius_m)
+        margin = P.roi_margin_m + track_radius_m - P.track_radius_m
+        roi = above & np.all((p >= lo - margin) & (p <= hi + margin), axis=1)
         if len(self._background_keys):
             idx = np.flatnonzero(roi)
             static = np.isin(voxel_keys(p[idx], P.background_voxel_m), self._background_keys, assume_unique=False)
@@ -162,7 +167,8 @@ class ObjectTracker:
         index = np.flatnonzero(roi)
         if len(index):
             labels = self._cluster(p[index])
-            chosen = self._select(p[index], labels, prompt, None if not use_seed else seed[index], tracking)
+            chosen = self._select(p[index], labels, prompt, None if not use_seed else seed[index], tracking,
+                                  track_radius_m)
             if chosen is not None:
                 result[index[chosen]] = True
         if not result.any():
@@ -196,7 +202,8 @@ class ObjectTracker:
             raise SegmentationError("prompt_W: the table's top is found under the prompt; none given")
         centre = prompt.mean(axis=0) if prompt.ndim == 2 else prompt
         bottom = prompt[0, 2] if prompt.ndim == 2 else prompt[2]
-        near = (np.linalg.norm(p[:, :2] - centre[:2], axis=1) < 0.5) & (p[:, 2] < bottom + 0.05) & (p[:, 2] > bottom - 0.3)
+        near = ((np.linalg.norm(p[:, :2] - centre[:2], axis=1) < 0.5) & (p[:, 2] < bottom + 0.05)
+                & (p[:, 2] > bottom - 0.3))
         rest = p[near]
         if len(rest) > 20000:  # bounded cost: the plane has thousands of points either way
             rest = rest[np.random.default_rng(0).choice(len(rest), 20000, replace=False)]
@@ -209,8 +216,8 @@ class ObjectTracker:
             if np.arccos(np.clip(plane[2], -1.0, 1.0)) <= P.max_plane_tilt_rad and inliers.sum() >= 30:
                 return plane
             rest = rest[~inliers]
-        raise SegmentationError(f"no horizontal table top found within 0.5 m of the prompt {np.round(centre, 3).tolist()}"
-                                f" and up to 0.3 m below it")
+        raise SegmentationError(f"no horizontal table top found within 0.5 m of the prompt "
+                                f"{np.round(centre, 3).tolist()} and up to 0.3 m below it")
 
     def _cluster(self, p: np.ndarray) -> np.ndarray:
         """DBSCAN labels ([M] int, -1 noise) of the points, clustered by their voxels' centres."""
@@ -226,7 +233,7 @@ class ObjectTracker:
                                                        print_progress=False))
         return voxel_labels[inverse]
 
-    def _select(self, p, labels, prompt, seed, tracking) -> np.ndarray | None:
+    def _select(self, p, labels, prompt, seed, tracking, track_radius_m) -> np.ndarray | None:
         """[M] bool over ``p``: the object's clusters, or None when none qualifies."""
         P = self.params
         n_labels = int(labels.max()) + 1
@@ -246,7 +253,7 @@ class ObjectTracker:
         if seed is not None:
             return clusters_with(seed, 0.2)
         if tracking:
-            distance, _ = cKDTree(self.object_points_W).query(p, distance_upper_bound=P.track_radius_m)
+            distance, _ = cKDTree(self.object_points_W).query(p, distance_upper_bound=track_radius_m)
             return clusters_with(np.isfinite(distance), 0.1)
         if prompt.ndim == 2:
             inside = np.all((p >= prompt[0] - P.box_margin_m) & (p <= prompt[1] + P.box_margin_m), axis=1)
@@ -272,11 +279,13 @@ class ObjectTracker:
 # ---------------------------------------------------------------------------------------------- checks
 
 
-def _check_points(points_W) -> np.ndarray:
+def check_points(points_W) -> np.ndarray:
+    """``points_W`` as float64 ``[N, 3]``, N >= 1, finite; or SegmentationError naming the problem."""
     try:
         p = np.asarray(points_W, dtype=np.float64)
     except (TypeError, ValueError) as error:
-        raise SegmentationError(f"points_W: expected an [N, 3] array of numbers, got {type(points_W).__name__}") from error
+        raise SegmentationError(f"points_W: expected an [N, 3] array of numbers, "
+                                f"got {type(points_W).__name__}") from error
     if p.ndim != 2 or p.shape[1] != 3:
         raise SegmentationError(f"points_W: expected shape [N, 3], got {list(p.shape)}")
     if len(p) == 0:
@@ -287,7 +296,8 @@ def _check_points(points_W) -> np.ndarray:
     return p
 
 
-def _check_mask(mask, n: int, name: str) -> np.ndarray:
+def check_mask(mask, n: int, name: str) -> np.ndarray:
+    """``mask`` as a bool ``[n]`` array, or SegmentationError naming ``name`` and the problem."""
     m = np.asarray(mask)
     if m.dtype != bool:
         raise SegmentationError(f"{name}: expected a boolean array, got dtype {m.dtype}")
@@ -301,7 +311,8 @@ def check_prompt(prompt_W) -> np.ndarray:
     try:
         prompt = np.asarray(prompt_W, dtype=np.float64)
     except (TypeError, ValueError) as error:
-        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box, got {type(prompt_W).__name__}") from error
+        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box, "
+                                f"got {type(prompt_W).__name__}") from error
     if prompt.shape not in ((3,), (2, 3)):
         raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box (min, max corners), "
                                 f"got shape {list(prompt.shape)}")
