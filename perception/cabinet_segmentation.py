@@ -180,6 +180,9 @@ class CabinetPartTracker:
         self.angle_rad = 0.0
         self.hinge_side = 0  # -1: hinge on the u_min edge, +1: on u_max, 0: not known
         self._refined = False  # the bounds come from the moved part's own face
+        self._door_width_m = 0.0
+        self._side_guess = -1  # the best hinge side while the kind is not decided yet
+        self._handle_box: np.ndarray | None = None  # [2, 2] the handle's (u, v) extent on the closed part
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -379,6 +382,7 @@ class CabinetPartTracker:
                 self.kind = "drawer"
         else:
             self.angle_rad, self.displacement_m = pose, 0.0
+            self._side_guess = side
             if pose >= MOVED_DOOR_RAD:
                 self.kind, self.hinge_side = "door", side
         self._refine_bounds(uvs)
@@ -398,21 +402,57 @@ class CabinetPartTracker:
             lo, hi = np.percentile(uvs[face, :2], 0.5, axis=0), np.percentile(uvs[face, :2], 99.5, axis=0)
             new = np.stack([lo, hi], axis=1)
         elif self.kind == "door" and self.angle_rad >= MOVED_DOOR_RAD:
-            width = u1 - u0
-            t, depth = self._door_frame(uvs, self.hinge_side, self.angle_rad)
-            face = in_v & (np.abs(depth) <= self.plane_distance_m) & (t >= 0.0) & (t <= width + grow)
-            if face.sum() < self.min_support:
-                return
-            t_max = float(np.percentile(t[face], 99.5))
-            v_lo, v_hi = np.percentile(uvs[face, 1], 0.5), np.percentile(uvs[face, 1], 99.5)
-            u_free = (u1 - t_max) if self.hinge_side > 0 else (u0 + t_max)  # the hinge edge stays where it is
-            new = np.array([[min(u_free, u1), u1] if self.hinge_side > 0 else [u0, max(u_free, u0)], [v_lo, v_hi]])
+            self._refine_door(uvs, in_v)
+            return
         else:
             return
         if self._refined:  # merged over steps: an edge hidden in this step keeps its earlier place
             old = front.bounds
             new = np.stack([np.minimum(old[:, 0], new[:, 0]), np.maximum(old[:, 1], new[:, 1])], axis=1)
         front.bounds = new
+        self._refined = True
+
+    def _refine_door(self, uvs: np.ndarray, in_v: np.ndarray) -> None:
+        """A swung leaf's face is a line seen from above: its least-squares line gives the angle, and where
+        it meets the cabinet's plane, the hinge (the prompt's edge is a few cm off, which tilts the near-hinge
+        points by several mm); its points' reach from the hinge gives the free edge, and their heights the
+        leaf's top and bottom (merged over steps)."""
+        front = self.front
+        (u0, u1), (v0, v1) = front.bounds
+        side = self.hinge_side
+        width = u1 - u0
+        t, depth = self._door_frame(uvs, side, self.angle_rad)
+        face = in_v & (np.abs(depth) <= 2 * self.plane_distance_m) & (t >= 0.1 * width) & (t <= width + 0.04)
+        if face.sum() < self.min_support:
+            return
+        us = uvs[face][:, [0, 2]]
+        centre = us.mean(axis=0)
+        _, vectors = np.linalg.eigh(np.cov((us - centre).T))
+        direction = vectors[:, 1]  # along the leaf, in (u, s)
+        if abs(direction[1]) > 0.25:  # steep enough to meet the cabinet's plane at a well-defined hinge
+            u_hinge = centre[0] - centre[1] * direction[0] / direction[1]
+            if abs(u_hinge - (u1 if side > 0 else u0)) <= 0.05:  # the prompt is a few cm off, not more
+                if side > 0:
+                    u1 = u_hinge
+                else:
+                    u0 = u_hinge
+                a = -1.0 if side > 0 else 1.0
+                self.angle_rad = float(np.arctan2(abs(direction[1]), a * direction[0] * np.sign(direction[1])))
+        front.bounds = np.array([[u0, u1], [v0, v1]])
+        t, depth = self._door_frame(uvs, side, self.angle_rad)
+        face = in_v & (np.abs(depth) <= self.plane_distance_m) & (t >= 0.0) & (t <= width + 0.04)
+        if face.sum() < self.min_support:
+            return
+        t_max = float(np.percentile(t[face], 99.5))
+        v_lo, v_hi = np.percentile(uvs[face, 1], 0.5), np.percentile(uvs[face, 1], 99.5)
+        if self._refined:
+            t_max, v_lo, v_hi = max(t_max, self._door_width_m), min(v_lo, v0), max(v_hi, v1)
+        self._door_width_m = t_max
+        if side > 0:
+            u0 = u1 - t_max
+        else:
+            u1 = u0 + t_max
+        front.bounds = np.array([[u0, u1], [v_lo, v_hi]])
         self._refined = True
 
     # ------------------------------------------------------------------------------------------- masks
@@ -426,7 +466,7 @@ class CabinetPartTracker:
         (u0, u1), (v0, v1) = self.front.bounds
         in_v = self._in_v(uvs)
         if self._door_posed():
-            side = self.hinge_side if self.hinge_side else -1
+            side = self.hinge_side if self.hinge_side else self._side_guess
             t, depth = self._door_frame(uvs, side, self.angle_rad)
             across = (t >= 0.0) & (t <= u1 - u0)
             part = in_v & across & (depth >= -self.front_thickness_m) & (depth <= self.plane_distance_m)
@@ -446,21 +486,42 @@ class CabinetPartTracker:
             handle = self._handle_clusters(uvs, proud)
         return part | proud & handle, handle
 
+    def _closed_uv(self, uvs: np.ndarray) -> np.ndarray:
+        """(u, v) where points of the part were before it moved (the part's own frame, in closed coordinates)."""
+        if not self._door_posed():
+            return uvs[:, :2]
+        side = self.hinge_side if self.hinge_side else self._side_guess
+        (u0, u1), _ = self.front.bounds
+        u_h, a = (u1, -1.0) if side > 0 else (u0, 1.0)
+        t, _ = self._door_frame(uvs, side, self.angle_rad)
+        return np.column_stack([u_h + a * t, uvs[:, 1]])
+
     def _handle_clusters(self, uvs: np.ndarray, proud: np.ndarray) -> np.ndarray:
-        """The proud clusters whose centre lies on the part's face (in the closed frame for a drawer; for a
-        door the clusters are found among proud points, which all lie on the leaf's rectangle)."""
+        """The proud clusters (DBSCAN) that are the part's handle. While the part is closed: those whose
+        centre lies on the part's face, and their extent (in the part's closed frame) is remembered; once it
+        moves: those whose centre lies in that remembered extent (grown by 3 cm), so that what comes to stand
+        in front of a swung leaf (the cabinet's edge, a neighbour) is not taken for its handle."""
         handle = np.zeros(len(uvs), dtype=bool)
         index = np.flatnonzero(proud)
         if len(index) < 3:
             return handle
         labels = _dbscan_labels(uvs[index], 0.02, 3)
-        (u0, u1), (v0, v1) = self.front.bounds
+        closed_uv = self._closed_uv(uvs[index])
+        moved = self.displacement_m >= MOVED_DRAWER_M or self.angle_rad >= MOVED_DOOR_RAD
+        if moved and self._handle_box is not None:
+            box = self._handle_box + np.array([[-0.03, 0.03], [-0.03, 0.03]])
+        else:
+            box = self.front.bounds
         for k in range(labels.max(initial=-1) + 1):
-            members = index[labels == k]
-            if self._door_posed():
-                handle[members] = True  # proud of the swung leaf and within its rectangle already
-                continue
-            cu, cv = uvs[members, :2].mean(axis=0)
-            if u0 <= cu <= u1 and v0 <= cv <= v1:
-                handle[members] = True
+            members = labels == k
+            cu, cv = closed_uv[members].mean(axis=0)
+            if box[0, 0] <= cu <= box[0, 1] and box[1, 0] <= cv <= box[1, 1]:
+                handle[index[members]] = True
+        if handle.any() and not moved:
+            seen = self._closed_uv(uvs[handle])
+            new = np.stack([seen.min(axis=0), seen.max(axis=0)], axis=1)
+            if self._handle_box is not None:
+                new = np.stack([np.minimum(new[:, 0], self._handle_box[:, 0]),
+                                np.maximum(new[:, 1], self._handle_box[:, 1])], axis=1)
+            self._handle_box = new
         return handle
