@@ -1,0 +1,184 @@
+"""CabinetPartTracker on recorded simulator views (tests/data/cabinet_seg_*.npz), against the simulator's masks.
+
+The fixtures are observations of the drawer tree opening a drawer (train cabinet, seed 0) and the door tree
+swinging a door (seed 1), every 3rd / 6th control step, cut to the cabinet and downsampled (every target
+point kept, 3,000 others), with the simulator's robot, target_link and target_handle masks and a box prompt
+made from the target's points plus 2 cm Gaussian noise per coordinate (written by
+benchmarks/cabinet_segmentation.py --write-fixtures).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from handleit.perception.cabinet_segmentation import CabinetPartTracker
+from handleit.perception.segmentation_errors import SegmentationError
+
+DATA = Path(__file__).parent / "data"
+
+
+def _frames(name: str):
+    data = np.load(DATA / f"cabinet_seg_{name}.npz")
+    frames = [{key: data[f"{key}_{i}"] for key in ("points", "robot", "link", "handle", "X_WB", "open_fraction")}
+              for i in range(int(data["n_frames"]))]
+    return data["prompt_box_W"].astype(np.float64), frames
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    return float((a & b).sum() / max(1, (a | b).sum()))
+
+
+def _track(name: str, **params):
+    box, frames = _frames(name)
+    tracker = CabinetPartTracker(**params)
+    rows = []
+    for f in frames:
+        handle, part = tracker.update(f["points"], ~f["robot"], box, f["X_WB"])
+        assert handle.dtype == bool and part.dtype == bool and handle.shape == part.shape == (len(f["points"]),)
+        assert not (handle & ~part).any()  # the part includes its handle, as the simulator's target_link
+        assert not (part & f["robot"]).any()
+        rows.append((float(f["open_fraction"]), _iou(part, f["link"]), _iou(handle, f["handle"]),
+                     tracker.kind, tracker.displacement_m, tracker.angle_rad))
+    return tracker, rows
+
+
+def test_drawer_part_and_handle_follow_the_simulator_masks_while_it_opens():
+    tracker, rows = _track("drawer")
+    closed = [r for r in rows if r[0] < 0.005]
+    opened = [r for r in rows if r[0] >= 0.1]
+    assert len(closed) >= 3 and len(opened) >= 8
+    # Closed: the part is the prompt box's rectangle on the front (the prompt is 2 cm off per coordinate).
+    assert min(r[1] for r in closed) > 0.7
+    assert min(r[2] for r in closed) > 0.5
+    # Open: the front is off the cabinet's plane, so its own points bound it; sides and bottom are included.
+    assert min(r[1] for r in opened) > 0.9
+    assert min(r[2] for r in opened) > 0.85
+    assert tracker.kind == "drawer"
+    displacements = [r[4] for r in opened]
+    assert np.all(np.diff(displacements) > 0)
+    assert 0.25 < displacements[-1] < 0.35  # the drawer of this cabinet travels ~0.29 m
+    assert all(r[5] == 0.0 for r in rows)
+
+
+def test_door_leaf_and_handle_follow_the_simulator_masks_while_it_swings():
+    tracker, rows = _track("door")
+    opened = [r for r in rows if r[0] >= 0.1]
+    assert len(opened) >= 10
+    assert min(r[1] for r in rows) > 0.85
+    assert np.mean([r[1] for r in opened]) > 0.95
+    assert np.mean([r[2] for r in rows]) > 0.8
+    assert min(r[2] for r in rows) > 0.6
+    assert tracker.kind == "door" and tracker.hinge_side in (-1, 1)
+    assert tracker.angle_rad > 1.4  # the env's swing at the last frame: open fraction 0.98 of ~1.7 rad
+    assert all(r[4] == 0.0 for r in rows)
+
+
+def test_kind_given_by_the_caller_gives_the_same_drawer():
+    _, auto = _track("drawer")
+    _, given = _track("drawer", kind="drawer")
+    assert [round(r[1], 6) for r in given] == [round(r[1], 6) for r in auto]
+
+
+def test_hidden_handle_gives_an_empty_handle_mask_and_the_part_is_still_tracked():
+    """The gripper closed on the handle: its points are gone (the robot filter takes the fingers) and the
+    tracker keeps the part without raising."""
+    box, frames = _frames("drawer")
+    tracker = CabinetPartTracker()
+    for f in frames[:-1]:
+        tracker.update(f["points"], ~f["robot"], box, f["X_WB"])
+    last = frames[-1]
+    candidates = ~last["robot"] & ~last["handle"]
+    handle, part = tracker.update(last["points"], candidates, box, last["X_WB"])
+    assert not handle.any()
+    assert _iou(part, last["link"] & ~last["handle"]) > 0.9
+
+
+def test_handle_hint_is_the_handle_and_the_part_is_the_region_behind_it():
+    box, frames = _frames("drawer")
+    f = frames[0]
+    tracker = CabinetPartTracker()
+    handle, part = tracker.update(f["points"], ~f["robot"], box, f["X_WB"], handle_hint_mask=f["handle"].copy())
+    assert np.array_equal(handle, f["handle"] & ~f["robot"])
+    assert _iou(part, f["link"]) > 0.7
+
+
+def test_point_prompt_on_the_handle_finds_that_handle_and_not_its_neighbours():
+    """A point prompt (2 cm off the handle's centre): the nearest proud cluster is the handle; the part is
+    bounded by the neighbouring drawers' handles (above and below on this cabinet)."""
+    _, frames = _frames("drawer")
+    f = frames[0]
+    rng = np.random.default_rng(0)
+    prompt = f["points"][f["handle"]].mean(axis=0) + rng.normal(0.0, 0.02, 3)
+    tracker = CabinetPartTracker()
+    handle, part = tracker.update(f["points"], ~f["robot"], prompt, f["X_WB"])
+    assert _iou(handle, f["handle"]) > 0.5
+    assert not (handle & ~f["link"]).any()  # no neighbour's handle
+    assert part[f["handle"]].mean() > 0.5
+    assert (part & f["link"]).sum() > 0.5 * f["link"].sum()
+
+
+def test_reset_forgets_the_part():
+    box, frames = _frames("drawer")
+    tracker = CabinetPartTracker()
+    for f in frames:
+        tracker.update(f["points"], ~f["robot"], box, f["X_WB"])
+    assert tracker.kind == "drawer" and tracker.displacement_m > 0.2
+    tracker.reset()
+    assert tracker.kind is None and tracker.displacement_m == 0.0 and tracker.front_normal_W is None
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+def _closed_view():
+    box, frames = _frames("drawer")
+    f = frames[0]
+    return f["points"].astype(np.float64), ~f["robot"], box, f["X_WB"]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("empty", "empty"),
+    ("nan", "NaN or inf"),
+    ("shape", "expected shape [N, 3]"),
+    ("no candidates", "no candidate points"),
+    ("mask shape", "candidate_mask"),
+    ("prompt shape", "prompt_W: expected a [3] point or a [2, 3] box"),
+    ("prompt nan", "prompt_W: contains NaN or inf"),
+    ("point far", "away from the cloud"),
+    ("box far", "away from the cloud"),
+    ("pose", "X_WB"),
+])
+def test_bad_input_raises_a_segmentation_error_naming_the_problem(case, message):
+    points, candidates, box, X_WB = _closed_view()
+    prompt = box
+    if case == "empty":
+        points, candidates = np.zeros((0, 3)), np.zeros(0, dtype=bool)
+    elif case == "nan":
+        points = points.copy()
+        points[5, 1] = np.nan
+    elif case == "shape":
+        points = points[:, :2]
+    elif case == "no candidates":
+        candidates = np.zeros_like(candidates)
+    elif case == "mask shape":
+        candidates = candidates[:-1]
+    elif case == "prompt shape":
+        prompt = np.zeros((3, 3))
+    elif case == "prompt nan":
+        prompt = np.array([0.0, np.inf, 0.5])
+    elif case == "point far":
+        prompt = np.array([5.0, 5.0, 0.5])
+    elif case == "box far":
+        prompt = box + np.array([3.0, 0.0, 0.0])
+    elif case == "pose":
+        X_WB = np.eye(3)
+    with pytest.raises(SegmentationError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        CabinetPartTracker().update(points, candidates, prompt, X_WB)
+
+
+def test_unknown_kind_is_refused():
+    with pytest.raises(ValueError, match="kind"):
+        CabinetPartTracker(kind="shelf")
