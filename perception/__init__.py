@@ -8,6 +8,8 @@
 - :mod:`~handleit.perception.grasp_predictors`: grasp predictors by name (plug-ins, entry points).
 - :mod:`~handleit.perception.antipodal_grasps`: 6-DoF parallel-jaw grasps on an object's partial cloud.
 - :mod:`~handleit.perception.grasp_scorer`: a learned grasp scorer (torch; imported on its own, not here).
+- :mod:`~handleit.perception.robot_self_filter`: the cloud's robot points from the URDF at the measured joints
+  (Drake; imported on its own, not here).
 - :mod:`~handleit.perception.bucket_rim`: a bucket's rim (height, circle, thickness, axis), the ball inside.
 - :mod:`~handleit.perception.chair_center`: a swivel chair's centre (papers/002 Fig. 10), upper body, backrest.
 """

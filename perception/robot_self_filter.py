@@ -313,8 +313,8 @@ def _simplified_hull(vertices: np.ndarray, where: str) -> tuple[np.ndarray, np.n
     """
     try:
         hull = ConvexHull(vertices)
-    except QhullError:  # a flat or degenerate mesh: joggle it into a (thin) hull
-        hull = ConvexHull(vertices, qhull_options="QJ")
+    except QhullError:  # a flat (or line-like) mesh has no hull volume: bound it by its principal-axes box
+        return _principal_box(vertices)
     planes = np.unique(np.round(hull.equations, _PLANE_DECIMALS), axis=0)
     planes[:, :3] /= np.linalg.norm(planes[:, :3], axis=1, keepdims=True)
     p_V = vertices[hull.vertices]
@@ -334,12 +334,26 @@ def _simplified_hull(vertices: np.ndarray, where: str) -> tuple[np.ndarray, np.n
     return selected, corners
 
 
+def _principal_box(vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The six planes ``[6, 4]`` of the box about ``vertices`` along their principal axes, and its corners
+    (exact for a flat rectangle, e.g. a plate modelled as a single-sided mesh)."""
+    center = vertices.mean(axis=0)
+    _, _, axes = np.linalg.svd(vertices - center, full_matrices=False)
+    axes = np.vstack([axes, np.cross(axes[0], axes[1])])[:3]  # a right-handed frame even for a line
+    normals = np.vstack([axes, -axes])
+    support = (vertices @ normals.T).max(axis=0)
+    planes = np.column_stack([normals, -support])
+    lo, hi = -support[3:], support[:3]
+    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]) @ axes
+    return planes, corners
+
+
 def _convex(link: str, kind: str, normals_S, offsets_S, X_LS, p_LV=None) -> CollisionShape:
     """A convex shape from its planes in its own frame S, moved into the link frame L."""
     n_L = np.asarray(normals_S, dtype=float) @ X_LS[:3, :3].T
     d_L = np.asarray(offsets_S, dtype=float) - n_L @ X_LS[:3, 3]
     planes_L = np.column_stack([n_L, d_L])
-    if p_LV is None:  # a box or prism: its corners, from the planes (three at a time is overkill; sample)
+    if p_LV is None:  # a box or prism: its corners, from its planes
         p_LV = _polytope_vertices(planes_L)
     center = (p_LV.min(axis=0) + p_LV.max(axis=0)) / 2.0
     radius = float(np.linalg.norm(p_LV - center, axis=1).max())

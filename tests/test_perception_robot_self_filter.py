@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handleit.perception.robot_self_filter import RobotSelfFilter
+from handleit.perception.robot_self_filter import HULL_SIMPLIFICATION_M, RobotSelfFilter
 from handleit.sim_robot import SimRobot
 from handleit.types import Command
 from tests.helpers import make_env
@@ -243,3 +243,35 @@ def test_agrees_with_the_simulators_robot_mask(task):
     assert worst[1] <= MAX_MISS_RATE, worst
     assert worst[2] <= MAX_FALSE_MARK_RATE, worst
     env.close()
+
+
+def _one_mesh_urdf(tmp_path: Path, mesh_file: str) -> Path:
+    urdf = tmp_path / "one_mesh.urdf"
+    urdf.write_text(f'<robot name="m"><link name="a"><collision><geometry><mesh filename="{mesh_file}"/>'
+                    f'</geometry></collision></link></robot>')
+    return urdf
+
+
+def test_simplified_mesh_hull_holds_the_mesh_and_little_more(tmp_path):
+    """A round mesh (a 0.1 m sphere of ~800 facets) is bounded by fewer planes: every vertex stays inside at
+    zero padding, and nothing HULL_SIMPLIFICATION_M + 1 mm beyond the sphere is marked."""
+    import open3d as o3d  # heavy (a second to import): only this test writes a mesh with it
+
+    sphere = o3d.geometry.TriangleMesh.create_sphere(radius=0.1, resolution=20)
+    o3d.io.write_triangle_mesh(str(tmp_path / "ball.obj"), sphere)
+    f = RobotSelfFilter.from_urdf(_one_mesh_urdf(tmp_path, "ball.obj"), (), padding_m=0.0)
+    (shape,) = f.shapes
+    assert 20 < len(shape.planes_L) < len(np.asarray(sphere.triangles)) / 4
+    vertices = np.asarray(sphere.vertices)
+    assert f.mask(vertices * 0.999, np.zeros(0), np.eye(4)).all()
+    directions = np.random.default_rng(0).normal(size=(2000, 3))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    assert not f.mask(directions * (0.1 + HULL_SIMPLIFICATION_M + 0.001), np.zeros(0), np.eye(4)).any()
+    assert f.mask(directions * 0.098, np.zeros(0), np.eye(4)).all()
+
+
+def test_flat_mesh_is_bounded_by_its_plate(tmp_path):
+    (tmp_path / "plate.obj").write_text("v 0 0 0\nv 0.2 0 0\nv 0.2 0.1 0\nv 0 0.1 0\nf 1 2 3\nf 1 3 4\n")
+    f = RobotSelfFilter.from_urdf(_one_mesh_urdf(tmp_path, "plate.obj"), (), padding_m=0.01)
+    points = np.array([[0.1, 0.05, 0.005], [0.1, 0.05, -0.009], [0.1, 0.05, 0.02], [0.25, 0.05, 0.0]])
+    np.testing.assert_array_equal(f.mask(points, np.zeros(0), np.eye(4)), [True, True, False, False])
