@@ -4,7 +4,9 @@ A task subclasses :class:`MobileManipulationEnv` and fills four hooks, as in Man
 ``_load_objects`` (build the task's objects in a fresh scene), ``_initialize_episode`` (sample the episode
 from the generator), ``evaluate`` (success and its conditions, from simulator ground truth) and
 ``_task_state`` (privileged state for ``obs_mode="state"``). Segmentation labels for the point cloud come
-from ``_labelled_shape_ids``.
+from ``_labelled_shape_ids``; ``obs["extra"]`` from ``_extra_obs``. For the operator's prompt and the colour
+marker a task names its target: ``_target_bounds_W`` (``envs/target_prompts.py``) and ``_marker_shapes``
+(``envs/markers.py``).
 
 Every reset builds a fresh SAPIEN scene: PhysX keeps contact caches between steps, so reusing a scene
 would make an episode depend on the ones before it; a fresh scene makes the same seed give the same
@@ -25,9 +27,11 @@ from .cameras import CameraConfig, CameraRig, depth_image, extrinsic_cv, fuse_po
 from .collision_groups import ROBOT_BIT, add_ignore_bit
 from .controllers import CONTROL_MODES, ControlConfig, make_controller
 from .mobile_panda import MobilePanda
+from .markers import check_marker_rgb, mark_scene
 from .render_setup import new_scene
 from .robot_description import mobile_panda
 from .sensor_model import SensorPerturbation, SensorPerturber, as_perturbation
+from .target_prompts import DEFAULT_PROMPT_NOISE_M, check_prompt_noise, noisy_prompt, prompt_rng
 
 OBS_MODES = ("pointcloud", "rgbd", "state")
 SPLITS = ("train", "test")  # the bundled objects' splits (papers/000 Appendix C.6)
@@ -62,7 +66,12 @@ class MobileManipulationEnv(gym.Env):
         control_config: ControlConfig | None = None,
         render_mode: str | None = None,
         sensor_perturbation: SensorPerturbation | str | None = None,
+        target_marker_rgb: tuple[float, float, float] | None = None,
+        prompt_noise_m: float = DEFAULT_PROMPT_NOISE_M,
     ):
+        """``target_marker_rgb``: paint a marker of this colour on the target (``envs/markers.py``; None: no
+        marker, the scene unchanged); ``prompt_noise_m``: std (m) of the noise on the operator's prompt,
+        ``obs["extra"]["target_prompt_point"]`` and ``["target_prompt_box"]`` (``envs/target_prompts.py``)."""
         if obs_mode not in OBS_MODES:
             raise ValueError(f"unknown obs_mode {obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
         if control_mode not in CONTROL_MODES:
@@ -80,6 +89,11 @@ class MobileManipulationEnv(gym.Env):
         self.substeps = sim_freq // control_freq
         self.pointcloud_frame = pointcloud_frame
         self.render_mode = render_mode
+        self.target_marker_rgb = check_marker_rgb(target_marker_rgb)
+        self.prompt_noise_m = check_prompt_noise(prompt_noise_m)
+        self._prompt_rng: np.random.Generator | None = None
+        self._target_prompt: tuple[np.ndarray, np.ndarray] | None = None
+        self._marker_ids: set[int] = set()
         self.camera_configs = cameras if cameras is not None else mobile_base_cameras(camera_width, camera_height)
         self.control_config = control_config or ControlConfig()
         self.description = self._robot_description()
@@ -95,6 +109,9 @@ class MobileManipulationEnv(gym.Env):
         self._build_scene()  # the robot and cameras alone, so that the spaces can be read off them
         self.action_space = spaces.Box(self.controller.low, self.controller.high, dtype=np.float32)
         self.observation_space = self._observation_space()
+        extra_space = {**self._extra_obs_space(), **self._prompt_obs_space()}
+        if extra_space:
+            self.observation_space.spaces["extra"] = spaces.Dict(extra_space)
 
     # ------------------------------------------------------------------------------------------------
     # Task hooks
@@ -118,6 +135,24 @@ class MobileManipulationEnv(gym.Env):
 
     def _after_step(self) -> None:
         """Called after the physics of each control step, before ``evaluate``."""
+
+    def _extra_obs(self) -> dict[str, np.ndarray]:
+        """Task-specific observations every solver may use (not ground truth of objects), in
+        ``obs["extra"]`` in every observation mode (e.g. the goal position)."""
+        return {}
+
+    def _extra_obs_space(self) -> dict[str, spaces.Space]:
+        return {}
+
+    def _marker_shapes(self) -> list:
+        """The render shapes that carry the target's colour marker (a task may attach new visual-only shapes
+        here); called after ``_load_objects`` when the env has ``target_marker_rgb``."""
+        return []
+
+    def _target_bounds_W(self) -> np.ndarray | None:
+        """[2, 3] world bounding box (m) of the target's visual geometry, read once at reset for the operator's
+        prompt; None: the task has no target to prompt."""
+        return None
 
     # ------------------------------------------------------------------------------------------------
     # Scene
@@ -168,7 +203,17 @@ class MobileManipulationEnv(gym.Env):
         options = dict(options or {})
         self._build_scene()
         self._load_objects(self.np_random, options)
+        self._marker_ids = set()
+        if self.target_marker_rgb is not None:
+            marker_shapes = self._marker_shapes()
+            self._marker_ids = {shape.per_scene_id for shape in marker_shapes}
+            mark_scene(self.scene, marker_shapes, self.target_marker_rgb)
         self._initialize_episode(self.np_random, options)
+        # The operator's prompt: from a generator of its own, so that np_random's draws stay the same.
+        if seed is not None or self._prompt_rng is None:
+            self._prompt_rng = prompt_rng(seed)
+        bounds_W = self._target_bounds_W()
+        self._target_prompt = None if bounds_W is None else noisy_prompt(bounds_W, self.prompt_noise_m, self._prompt_rng)
         self.controller.reset()
         self._label_lut = self._shape_label_lut()
         if self._sensor is not None:  # its own generator: the episode's physics and sampling stay the same
@@ -226,6 +271,9 @@ class MobileManipulationEnv(gym.Env):
 
     def _get_obs(self) -> dict[str, Any]:
         obs: dict[str, Any] = {"agent": self._proprioception()}
+        extra = {**self._extra_obs(), **self._prompt_obs()}
+        if extra:
+            obs["extra"] = extra
         if self.obs_mode == "state":
             obs["state"] = np.concatenate([*obs["agent"].values(), self._task_state()]).astype(np.float32)
             return obs
@@ -259,6 +307,18 @@ class MobileManipulationEnv(gym.Env):
                 }
             obs["cameras"] = cams
         return obs
+
+    def _prompt_obs(self) -> dict[str, np.ndarray]:
+        if self._target_prompt is None:
+            return {}
+        point, box = self._target_prompt
+        return {"target_prompt_point": point.copy(), "target_prompt_box": box.copy()}
+
+    def _prompt_obs_space(self) -> dict[str, spaces.Space]:
+        if type(self)._target_bounds_W is MobileManipulationEnv._target_bounds_W:
+            return {}  # a task without a target to prompt
+        return {"target_prompt_point": spaces.Box(-np.inf, np.inf, shape=(3,), dtype=np.float32),
+                "target_prompt_box": spaces.Box(-np.inf, np.inf, shape=(2, 3), dtype=np.float32)}
 
     def _observation_space(self) -> spaces.Dict:
         dof, arms = self.robot.dof, len(self.robot.sides)

@@ -27,6 +27,8 @@ from .articulated_object import URDFError, check_urdf
 from .base_env import LinkSpeedMeter, MobileManipulationEnv, bundled_models, look_at, pick_model
 from .bucket_generator import BALL_RADIUS_M, bucket_ids, bucket_urdf, sample_bucket
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
+from .markers import attach_visual, quads_shape
+from .target_prompts import visual_bounds_W
 
 PLATFORM_HALF_SIZE_M = (0.3, 0.3, 0.1)  # centred on the world origin: its top is at z = 0.1
 PLATFORM_RGBA = (0.8, 0.8, 0.8, 1.0)
@@ -55,11 +57,49 @@ HANDLE_DAMPING_RANGE = (0.05, 0.5)  # N m s/rad
 PLATFORM_RADIUS_M = 0.3  # success: bucket origin within this xy distance of the platform centre
 STANDING_TILT_RAD = 0.1 * np.pi
 STATIC_LIN_MPS, STATIC_ANG_RADPS = 0.1, 0.2
+# With a colour marker: tape around the rim, this tall down the outer and inner wall and over the rim's top,
+# standing this far off the surfaces (visual only).
+MARKER_BAND_M = 0.03
+MARKER_GAP_M = 0.001
 
 
 def _render_shapes(link) -> list:
     body = link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
     return [] if body is None else list(body.render_shapes)
+
+
+def _rim_band_quads(spec, band_m: float, gap_m: float) -> tuple[list, list]:
+    """Quads and their normals of a band around the bucket's rim (bucket frame): the outer and inner wall
+    faces from ``band_m`` below the rim up to it, and the rim's top, each ``gap_m`` off the surface. The wall
+    is a regular n-gon (radii are apothems, a face centred on angle 0), as ``envs/bucket_generator.py`` builds it."""
+    n, h, t = spec.num_segments, spec.height_m, spec.wall_thickness_m
+    z0, z1 = max(h - band_m, spec.bottom_thickness_m), h + gap_m
+
+    def corner(apothem_m: float, z_m: float, i: int) -> np.ndarray:
+        circum = apothem_m / math.cos(math.pi / n)
+        angle = (2 * i + 1) * math.pi / n
+        return np.array([circum * math.cos(angle), circum * math.sin(angle), z_m])
+
+    def outer(z_m: float) -> float:
+        return spec.outer_radius_at(min(z_m, h)) + gap_m
+
+    def inner(z_m: float) -> float:
+        return spec.outer_radius_at(min(z_m, h)) - t - gap_m
+
+    quads, normals = [], []
+    for i in range(n):
+        j = (i - 1) % n  # face i lies between corners i-1 and i, centred on angle 2 pi i / n
+        radial = np.array([math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n), 0.0])
+        quads.append([corner(outer(z0), z0, j), corner(outer(z0), z0, i), corner(outer(z1), z1, i),
+                      corner(outer(z1), z1, j)])
+        normals.append(radial)
+        quads.append([corner(inner(z0), z0, j), corner(inner(z0), z0, i), corner(inner(z1), z1, i),
+                      corner(inner(z1), z1, j)])
+        normals.append(-radial)
+        quads.append([corner(inner(z1), z1, j), corner(inner(z1), z1, i), corner(outer(z1), z1, i),
+                      corner(outer(z1), z1, j)])
+        normals.append(np.array([0.0, 0.0, 1.0]))
+    return quads, normals
 
 
 class MoveBucketEnv(MobileManipulationEnv):
@@ -206,6 +246,16 @@ class MoveBucketEnv(MobileManipulationEnv):
         bucket = [s.per_scene_id for link in self.bucket.links for s in _render_shapes(link)]
         handle = [s.per_scene_id for s in _render_shapes(self.handle_link) if "handle" in s.name]
         return {"target_handle": np.array(handle, dtype=np.int64), "target_link": np.array(bucket, dtype=np.int64)}
+
+    def _marker_shapes(self):
+        shape = quads_shape(*_rim_band_quads(self.bucket_spec, MARKER_BAND_M, MARKER_GAP_M))
+        shape.name = "rim_marker"
+        attach_visual(self.bucket_link.entity, shape)
+        return [shape]
+
+    def _target_bounds_W(self):
+        # The bucket with its handle, not the ball (the marker's shell left out as well).
+        return visual_bounds_W([link.entity for link in self.bucket.links], exclude_ids=self._marker_ids)
 
     def bucket_geometry(self) -> dict[str, Any]:
         """Ground truth rim and ball in the world (for benchmarks and tests only, never inside a solver).

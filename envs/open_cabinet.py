@@ -18,6 +18,7 @@ import sapien
 from .articulated_object import MovablePart, check_urdf, load_articulated_object, select_target
 from .base_env import LinkSpeedMeter, MobileManipulationEnv, bundled_models, look_at, pick_model
 from .cabinet_generator import cabinet_ids, cabinet_urdf
+from .target_prompts import shape_points_S, visual_bounds_W
 
 OPEN_FRACTION = 0.9  # success: opened to at least 90% of the range
 STATIC_LIN_MPS, STATIC_ANG_RADPS = 0.1, 1.0
@@ -28,24 +29,6 @@ ROBOT_BEARING_RANGE_RAD = (0.9 * np.pi, 1.1 * np.pi)
 ROBOT_YAW_NOISE_RAD = 0.05 * np.pi
 
 
-def _shape_points_S(shape) -> np.ndarray:
-    """Points spanning a render shape's extent, in the shape's own frame (SAPIEN primitives lie along x)."""
-    r = sapien.render
-    if isinstance(shape, r.RenderShapeTriangleMesh):
-        return np.concatenate([np.asarray(m.vertices) for m in shape.parts]) * np.asarray(shape.scale)
-    if isinstance(shape, r.RenderShapeBox):
-        half = np.asarray(shape.half_size)
-    elif isinstance(shape, r.RenderShapeSphere):
-        half = np.full(3, shape.radius)
-    elif isinstance(shape, r.RenderShapeCapsule):
-        half = np.array([shape.half_length + shape.radius, shape.radius, shape.radius])
-    elif isinstance(shape, r.RenderShapeCylinder):
-        half = np.array([shape.half_length, shape.radius, shape.radius])
-    else:
-        return np.zeros((1, 3))
-    return np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half
-
-
 def _handle_center_L(part: MovablePart) -> np.ndarray:
     """Centre of the handle's bounding box in the frame of its link."""
     body = part.link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
@@ -54,7 +37,7 @@ def _handle_center_L(part: MovablePart) -> np.ndarray:
         if shape.per_scene_id not in part.handle_shape_ids:
             continue
         X = shape.local_pose.to_transformation_matrix()
-        points.append(_shape_points_S(shape) @ X[:3, :3].T + X[:3, 3])
+        points.append(shape_points_S(shape) @ X[:3, :3].T + X[:3, 3])
     points = np.concatenate(points)
     return (points.min(0) + points.max(0)) / 2
 
@@ -146,6 +129,16 @@ class OpenCabinetEnv(MobileManipulationEnv):
     # ------------------------------------------------------------------------------------------------
     def _labelled_shape_ids(self):
         return {"target_handle": self.target.handle_shape_ids, "target_link": self.target.link_shape_ids}
+
+    def _marker_shapes(self):
+        # The target part's handle visuals only: the other parts' handles keep their colours.
+        body = self.target.link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
+        handle_ids = set(self.target.handle_shape_ids.tolist())
+        return [shape for shape in body.render_shapes if shape.per_scene_id in handle_ids]
+
+    def _target_bounds_W(self):
+        # The target link's visuals (a drawer's box reaches back into the cabinet; a door is its leaf).
+        return visual_bounds_W([self.target.link.entity])
 
     def handle_center_W(self) -> np.ndarray:
         """Ground truth handle centre in the world (for success checks, evaluation and tests only)."""

@@ -25,6 +25,7 @@ import sapien
 from gymnasium import spaces
 
 from .tabletop_env import TabletopPandaEnv
+from .target_prompts import visual_bounds_W
 
 GOAL_THRESH_M = 0.025  # ManiSkill's goal_thresh: success radius and the marker's radius
 STATIC_ARM_QVEL_RADPS = 0.2  # ManiSkill's is_robot_static threshold
@@ -170,6 +171,13 @@ class PickPlaceEnv(TabletopPandaEnv):
 
     def _extra_obs(self):
         return {"goal_pos": self.goal_W.astype(np.float32)}
+
+    def _marker_shapes(self):
+        # The whole object: small enough that a face or band could be out of view at some poses.
+        return list(self.obj.find_component_by_type(sapien.render.RenderBodyComponent).render_shapes)
+
+    def _target_bounds_W(self):
+        return visual_bounds_W([self.obj])
 
     def _extra_obs_space(self):
         return {"goal_pos": spaces.Box(-np.inf, np.inf, shape=(3,), dtype=np.float32)}

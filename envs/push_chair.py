@@ -38,6 +38,8 @@ from .chair_generator import (
     sample_chair,
 )
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
+from .markers import attach_visual
+from .target_prompts import visual_bounds_W
 
 START_TORSO_HEIGHT_M = 0.5
 TARGET_XY_M = (0.0, 0.0)
@@ -58,6 +60,10 @@ WHEEL_FRICTION = 1.0
 SOLVER_POSITION_ITERATIONS = 15
 ROBOT_CLEARANCE_M = 0.05  # least horizontal gap between the robot at rest and the chair at the start
 _MAX_ROBOT_PLACEMENT_TRIES = 100
+# With a colour marker: a band of tape over the backrest's top edge, this tall along the panel, standing this
+# far off its faces (visual only).
+MARKER_BAND_M = 0.06
+MARKER_GAP_M = 0.002
 
 
 def load_chair(scene: sapien.Scene, urdf_path) -> sapien.physx.PhysxArticulation:
@@ -268,6 +274,26 @@ class PushChairEnv(MobileManipulationEnv):
     def _labelled_shape_ids(self):
         ids = [s.per_scene_id for link in self.chair.links for s in _render_shapes(link)]
         return {"target_handle": np.zeros(0, dtype=np.int64), "target_link": np.array(ids, dtype=np.int64)}
+
+    def _marker_shapes(self):
+        # A band over the top edge of the backrest panel (the generator makes the backrest one box), on its
+        # front, back, sides and top: visible from any side the robot stands on.
+        body = self.seat_link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
+        panel = next((s for s in body.render_shapes if s.name == "backrest_panel"), None)
+        if panel is None or not isinstance(panel, sapien.render.RenderShapeBox):
+            raise ValueError(f"chair {self.model_id!r} has no backrest_panel box to put the colour marker on")
+        half = np.asarray(panel.half_size, dtype=np.float64)
+        band = min(MARKER_BAND_M, half[2])
+        band_half = np.array([half[0] + MARKER_GAP_M, half[1] + MARKER_GAP_M, band / 2 + MARKER_GAP_M / 2])
+        shape = sapien.render.RenderShapeBox(band_half.astype(np.float32), sapien.render.RenderMaterial())
+        # In the panel's frame its top edge is at z = half[2]; the band ends MARKER_GAP_M above it.
+        shape.local_pose = panel.local_pose * sapien.Pose([0.0, 0.0, half[2] - band / 2 + MARKER_GAP_M / 2])
+        shape.name = "backrest_marker"
+        attach_visual(self.seat_link.entity, shape)
+        return [shape]
+
+    def _target_bounds_W(self):
+        return visual_bounds_W([link.entity for link in self.chair.links], exclude_ids=self._marker_ids)
 
     def chair_center_W(self) -> np.ndarray:
         """Ground truth: origin of the chair's root link, on the swivel axis at floor level (m, world frame).

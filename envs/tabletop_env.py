@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import sapien
-from gymnasium import spaces
 
 from .base_env import MobileManipulationEnv, look_at
 from .cameras import CameraConfig, CameraRig
@@ -114,30 +113,6 @@ class TabletopPandaEnv(MobileManipulationEnv):
             rigs.append(CameraRig(mount, (cfg,)))
         self.cameras = _Cameras(rigs)
         self._render_camera = None
-
-    # ------------------------------------------------------------------------------------------------
-    # Task extras: obs["extra"] (e.g. the goal position), in every observation mode
-    # ------------------------------------------------------------------------------------------------
-    def _extra_obs(self) -> dict[str, np.ndarray]:
-        """Task-specific observations every solver may use (not ground truth of objects)."""
-        return {}
-
-    def _extra_obs_space(self) -> dict[str, spaces.Space]:
-        return {}
-
-    def _get_obs(self):
-        obs = super()._get_obs()
-        extra = self._extra_obs()
-        if extra:
-            obs["extra"] = extra
-        return obs
-
-    def _observation_space(self) -> spaces.Dict:
-        space = super()._observation_space()
-        extra = self._extra_obs_space()
-        if extra:
-            space.spaces["extra"] = spaces.Dict(extra)
-        return space
 
     def _render_camera_pose(self) -> sapien.Pose:
         return look_at(RENDER_CAMERA_EYE_M, RENDER_CAMERA_TARGET_M)

@@ -62,9 +62,14 @@ def _body_half_extents_m(robot) -> tuple[float, float] | None:
 class SimRobot:
     """A :class:`~handleit.types.RobotInterface` over a handleit env in ``pointcloud`` mode."""
 
-    def __init__(self, env):
+    def __init__(self, env, prompt: str = "box"):
+        """``prompt``: what the operator gives to name the target, ``Observation.target_prompt_W``: "box" (the
+        env's ``target_prompt_box``), "point" (``target_prompt_point``) or "none"."""
         if env.unwrapped.obs_mode != "pointcloud":
             raise ValueError(f"SimRobot needs obs_mode='pointcloud', the env has {env.unwrapped.obs_mode!r}")
+        if prompt not in ("box", "point", "none"):  # obs["extra"]["target_prompt_<prompt>"], or no prompt
+            raise ValueError(f"unknown prompt {prompt!r}; choose one of box, point, none")
+        self.prompt = prompt
         self.env = env
         self.model = robot_model_of(env)
         m = self.model
@@ -92,6 +97,7 @@ class SimRobot:
         pc, agent = o["pointcloud"], o["agent"]
         valid = pc["valid"]
         base = self.env.unwrapped
+        extra, prompt_key = o.get("extra", {}), f"target_prompt_{self.prompt}"
         return Observation(
             time_s=self.steps * self.model.control_dt_s,
             points=pc["xyz"][valid],
@@ -104,6 +110,7 @@ class SimRobot:
             X_WB=_pose7_to_matrix(agent["base_pose"]),
             X_WT={s: _pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(base.robot.sides)},
             goal_W=np.asarray(o["extra"]["goal_pos"], dtype=np.float64) if "goal_pos" in o.get("extra", {}) else None,
+            target_prompt_W=np.asarray(extra[prompt_key], dtype=np.float64) if prompt_key in extra else None,
         )
 
     def action_of(self, command: Command) -> np.ndarray:
