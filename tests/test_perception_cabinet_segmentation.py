@@ -3,8 +3,8 @@
 The fixtures are observations of the drawer tree opening a drawer (train cabinet, seed 0) and the door tree
 swinging a door (seed 1), every 3rd / 6th control step, cut to the cabinet and downsampled (every target
 point kept, 3,000 others), with the simulator's robot, target_link and target_handle masks and a box prompt
-made from the target's points plus 2 cm Gaussian noise per coordinate (written by
-benchmarks/cabinet_segmentation.py --write-fixtures).
+made from the target's points in the closed views plus 2 cm Gaussian noise per coordinate (recorded once with
+the trees, as benchmarks/cabinet_segmentation.py runs them; the recording script is not in the repository).
 """
 
 from __future__ import annotations
