@@ -43,16 +43,17 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
     return float((a & b).sum() / union) if union else 1.0
 
 
-def fixture_arrays(obs, task: str, rng, max_floor: int = 6000) -> dict[str, np.ndarray]:
-    """A frame cut down for a test fixture: every off-support point within 0.6 m of the target, a sample of
-    the support and of the rest (the plane fit needs some), masks and colours."""
+def fixture_arrays(obs, task: str, rng, max_others: int = 5000) -> dict[str, np.ndarray]:
+    """A frame cut down for a test fixture: every point within 0.6 m of the target that is neither the robot
+    nor the floor or table top, samples of the rest (the plane fit needs some) and of the robot; masks and
+    colours."""
     p, truth = obs.points, obs.masks[truth_key(task)]
     lo, hi = p[truth].min(axis=0) - 0.6, p[truth].max(axis=0) + 0.6
     near = np.all((p >= lo) & (p <= hi), axis=1)
-    ground = p[:, 2] < 0.003
-    keep = near & ~ground
-    rest = np.flatnonzero(~keep)
-    keep[rng.choice(rest, min(max_floor, len(rest)), replace=False)] = True
+    robot = obs.masks["robot"]
+    keep = near & (p[:, 2] >= 0.003) & ~robot
+    for others in (np.flatnonzero(~keep & ~robot), np.flatnonzero(~keep & robot)):
+        keep[rng.choice(others, min(max_others, len(others)), replace=False)] = True
     return {"points_W": p[keep].astype(np.float32), "colors": obs.colors[keep], "truth": truth[keep],
             "robot": obs.masks["robot"][keep]}
 
