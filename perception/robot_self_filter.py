@@ -177,12 +177,14 @@ class RobotSelfFilter:
         if len(near) == 0:
             return out
         # Points as columns ([3, M]): a [F, 3] @ [3, M] product, then a max down the columns, is several times
-        # faster than the row layout with np.all (measured on 5,000 points x 50 planes).
-        p_near = np.ascontiguousarray(p_W[near].T, dtype=np.float64)
-        # Squared distance of every near point to every shape centre in one product (float32 is ample: mm).
-        p32 = p_near.astype(np.float32)
-        c32 = centers_W.astype(np.float32)
-        d2 = (np.einsum("ij,ij->i", c32, c32)[:, None] - 2.0 * (c32 @ p32)) + np.einsum("ij,ij->j", p32, p32)
+        # faster than the row layout with np.all (measured on 5,000 points x 50 planes). float32 halves the
+        # memory traffic; coordinates are taken from the box's centre O (within metres), so float32 keeps them
+        # to a micrometre.
+        p_WO = (lo + hi) / 2.0
+        p_near = np.ascontiguousarray((p_W[near] - p_WO).T, dtype=np.float32)  # p_O, [3, M]
+        c_O = (centers_W - p_WO).astype(np.float32)
+        # Squared distance of every near point to every shape centre in one product.
+        d2 = (np.einsum("ij,ij->i", c_O, c_O)[:, None] - 2.0 * (c_O @ p_near)) + np.einsum("ij,ij->j", p_near, p_near)
         inside_sphere = d2 <= (radii.astype(np.float32) ** 2)[:, None]  # [S, M]
 
         hit = np.zeros(len(near), dtype=bool)
@@ -193,11 +195,11 @@ class RobotSelfFilter:
             if shape.kind == "sphere":  # the bounding sphere is the shape
                 hit[candidates] = True
                 continue
-            X = X_WL[shape.link]
-            n_W = shape.planes_L[:, :3] @ X[:3, :3].T
-            d_W = shape.planes_L[:, 3] - n_W @ X[:3, 3]
-            beyond_m = n_W @ p_near[:, candidates]  # [F, k]: how far each point lies beyond each plane (m)
-            beyond_m += d_W[:, None]
+            X_WL_k = X_WL[shape.link]
+            n_W = shape.planes_L[:, :3] @ X_WL_k[:3, :3].T
+            d_O = shape.planes_L[:, 3] - n_W @ (X_WL_k[:3, 3] - p_WO)  # the planes' offsets from O
+            beyond_m = n_W.astype(np.float32) @ p_near[:, candidates]  # [F, k]: how far beyond each plane (m)
+            beyond_m += d_O.astype(np.float32)[:, None]
             hit[candidates[beyond_m.max(axis=0) <= pad]] = True
         out[near[hit]] = True
         return out
