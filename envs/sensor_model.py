@@ -34,6 +34,7 @@ tables.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -84,7 +85,7 @@ class SensorPerturbation:
             if f.name in ("horizon_steps", "seed"):
                 continue
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
                 raise ValueError(f"SensorPerturbation.{f.name} must be a finite number, got {value!r}")
             if value < 0:
                 raise ValueError(f"SensorPerturbation.{f.name} must be >= 0, got {value}")
