@@ -62,6 +62,7 @@ class TrackerParams:
     lost_growth_m: float  # ... plus this for each update in a row that found no object (it moved while hidden)
     max_track_radius_m: float  # ... up to this
     roi_margin_m: float  # clustering looks this far around the prompt or the last object
+    max_object_size_m: float  # ... and this far around a seed (a marker may be at one end of the object)
     background_voxel_m: float  # static background is remembered at this voxel size
     background_margin_m: float  # points beyond the object's box grown by this become background
     plane_distance_m: float  # RANSAC inlier distance of the support plane
@@ -73,10 +74,12 @@ _DEFAULTS = {
     # Clearance: the bucket's inner bottom lies 9 mm above the floor.
     "floor": dict(clearance_m=0.005, voxel_m=0.01, cluster_eps_m=0.03, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.05, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.4,
+                  max_object_size_m=1.5,
                   background_voxel_m=0.015, background_margin_m=0.1, plane_distance_m=0.01, max_plane_tilt_rad=0.2),
     # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
-    "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.015, min_cluster_points=1, box_margin_m=0.06,
+    "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.02, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.04, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.3,
+                  max_object_size_m=0.3,
                   background_voxel_m=0.008, background_margin_m=0.05, plane_distance_m=0.003, max_plane_tilt_rad=0.2),
 }
 
@@ -149,16 +152,17 @@ class ObjectTracker:
         above = candidate & (height > P.clearance_m)
         result = np.zeros(n, dtype=bool)
         # Region of interest: around the seed, the last object, or the prompt.
+        track_radius_m = min(P.track_radius_m + self.lost_updates * P.lost_growth_m, P.max_track_radius_m)
+        margin = P.roi_margin_m + track_radius_m - P.track_radius_m
         if use_seed:
             lo, hi = _bounds(p[seed & candidate])
+            margin = P.max_object_size_m
         elif tracking:
             lo, hi = _bounds(self.object_points_W)
         else:
             lo, hi = (prompt[0], prompt[1]) if prompt.ndim == 2 else (prompt, prompt)
             if prompt.ndim == 1:
                 lo, hi = lo - PROMPT_POINT_RADIUS_M, hi + PROMPT_POINT_RADIUS_M
-        track_radius_m = min(P.track_radius_m + self.lost_updates * P.lost_growth_m, P.max_track_radius_m)
-        margin = P.roi_margin_m + track_radius_m - P.track_radius_m
         roi = above & np.all((p >= lo - margin) & (p <= hi + margin), axis=1)
         if len(self._background_keys):
             idx = np.flatnonzero(roi)
@@ -251,7 +255,13 @@ class ObjectTracker:
             return keep[np.maximum(labels, 0)] & valid
 
         if seed is not None:
-            return clusters_with(seed, 0.2)
+            # Every cluster holding a good part of the marker: the marker may be split by a gripper, and the
+            # object's body beyond it is most of its cluster.
+            counts = np.bincount(labels[valid & seed], minlength=n_labels)
+            if counts.max() == 0:
+                return None
+            keep = counts >= max(1.0, 0.1 * counts.sum())
+            return _with_parts_below(p, labels, keep[np.maximum(labels, 0)] & valid)
         if tracking:
             distance, _ = cKDTree(self.object_points_W).query(p, distance_upper_bound=track_radius_m)
             return clusters_with(np.isfinite(distance), 0.1)
@@ -264,7 +274,7 @@ class ObjectTracker:
         nearest = int(np.argmin(distance))
         if not np.isfinite(distance[nearest]) or distance[nearest] > PROMPT_POINT_RADIUS_M:
             return None
-        return labels == labels[nearest]
+        return _with_parts_below(p, labels, labels == labels[nearest])
 
     def _remember_background(self, p: np.ndarray, others: np.ndarray) -> None:
         """Add the above-support points far from the object to the static background."""
@@ -335,6 +345,26 @@ def _check_prompt_in_cloud(p_candidate: np.ndarray, prompt: np.ndarray) -> None:
     if not inside.any():
         raise SegmentationError(f"prompt outside the cloud: no candidate point inside the box "
                                 f"{np.round(prompt, 3).tolist()} grown by {PROMPT_BOX_GROWTH_M} m")
+
+
+def _with_parts_below(p: np.ndarray, labels: np.ndarray, chosen: np.ndarray, margin_m: float = 0.05) -> np.ndarray:
+    """``chosen`` and the clusters wholly under it: a chair's star base and casters are seen apart from its
+    seat when the gas-lift column is hidden. A cluster joins when its points lie within the chosen points'
+    xy box (grown by ``margin_m``) and no higher than ``margin_m`` above their bottom. Used when the object
+    is first found by a point or a seed (a box prompt bounds the object itself)."""
+    lo, hi = _bounds(p[chosen])
+    others = np.setdiff1d(np.unique(labels[(labels >= 0) & ~chosen]), np.unique(labels[chosen]))
+    if len(others) == 0:
+        return chosen
+    under = np.all((p[:, :2] >= lo[:2] - margin_m) & (p[:, :2] <= hi[:2] + margin_m), axis=1)
+    under &= p[:, 2] <= lo[2] + margin_m
+    n_labels = int(labels.max()) + 1
+    valid = labels >= 0
+    inside = np.bincount(labels[valid & under], minlength=n_labels)
+    sizes = np.bincount(labels[valid], minlength=n_labels)
+    join = np.zeros(n_labels, dtype=bool)
+    join[others] = inside[others] == sizes[others]
+    return chosen | (join[np.maximum(labels, 0)] & valid)
 
 
 def _bounds(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
