@@ -58,26 +58,50 @@ def _demo(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     """Run a solver on tasks and splits in parallel workers; write records and print the summary table."""
     import handleit.envs
-    from handleit.evaluation import episode_specs, run_episodes, summarize
+    from handleit.evaluation import (canonical_perturbation, episode_specs, robustness_table, run_episodes,
+                                     summarize)
+    from handleit.perception.segmenters import available_segmenters
 
     tasks = list(handleit.envs.TASKS) if args.task == "all" else args.task.split(",")
     splits = args.split.split(",")
+    segmenters = args.segmenter.split(",")
+    unknown = [s for s in segmenters if s not in available_segmenters()]
+    if unknown:
+        print(f"handleit eval: unknown segmenter {', '.join(unknown)}; available: {', '.join(available_segmenters())}",
+              file=sys.stderr)
+        return 2
+    try:
+        perturbations = [canonical_perturbation(p) for p in (args.perturb or [])]
+    except ValueError as error:
+        print(f"handleit eval: --perturb: {error}", file=sys.stderr)
+        return 2
+    if any(perturbations):  # the unperturbed run on the same seeds, to compare against
+        perturbations = ["", *[p for p in dict.fromkeys(perturbations) if p]]
+    perturbations = perturbations or [""]
     out = Path(args.out)
     video_episodes = tuple(range(args.video))
     specs = []
     for task in tasks:
         for split in splits:
-            specs += episode_specs(task, split, args.episodes, args.solver, args.max_steps, args.seed,
-                                   video_episodes, out / "videos")
-    print(f"{len(specs)} episodes ({', '.join(tasks)}; {', '.join(splits)}; solver {args.solver}; "
-          f"{args.max_steps} steps) in {args.workers} workers; records -> {out / 'records.jsonl'}")
+            for segmenter in segmenters:
+                for perturb in perturbations:
+                    specs += episode_specs(task, split, args.episodes, args.solver, args.max_steps, args.seed,
+                                           video_episodes, out / "videos", segmenter=segmenter, perturb=perturb)
+    print(f"{len(specs)} episodes ({', '.join(tasks)}; {', '.join(splits)}; solver {args.solver}; segmenter "
+          f"{', '.join(segmenters)}; {len(perturbations)} perturbation settings; {args.max_steps} steps) in "
+          f"{args.workers} workers; records -> {out / 'records.jsonl'}")
     records = run_episodes(specs, out / "records.jsonl", workers=args.workers, resume=args.resume,
                            episode_timeout_s=args.episode_timeout)
     wanted = {s.key for s in specs}
-    table = summarize([r for r in records if r.key in wanted])
+    mine = [r for r in records if r.key in wanted]
+    table = summarize(mine)
     (out / "summary.md").write_text(table + "\n")
     print(table)
-    errors = [r for r in records if r.key in wanted and r.error]
+    if len(perturbations) > 1:
+        robustness = robustness_table(mine)
+        (out / "robustness.md").write_text(robustness + "\n")
+        print("\nRobustness (perturbed against unperturbed, same seeds):\n" + robustness)
+    errors = [r for r in mine if r.error]
     for r in errors[:3]:
         print(f"\nerror in {r.task} {r.split} seed {r.seed} ({r.model_id}):\n{r.error}")
     return 0
@@ -111,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--seed", type=int, default=0, help="episode i uses seed + i")
     ev.add_argument("--out", default="outputs/eval")
     ev.add_argument("--video", type=int, default=0, help="save videos of the first N episodes of each split")
+    ev.add_argument("--segmenter", default="simulator",
+                    help="the masks the trees read: simulator (the reference), color_marker, geometric, or a "
+                         "registered plug-in; several separated by commas")
+    ev.add_argument("--perturb", action="append", metavar="SPEC",
+                    help="sensor perturbation, e.g. depth_noise=0.005,extrinsics=0.01/1deg,odometry_drift=0.02 "
+                         "(repeatable); the unperturbed run on the same seeds is added, and OUT/robustness.md "
+                         "compares them")
     ev.add_argument("--resume", action="store_true", help="skip episodes already in OUT/records.jsonl")
     ev.add_argument("--episode-timeout", type=float, default=600.0, help="seconds before a hung episode is stopped")
     ev.set_defaults(func=_eval)
@@ -126,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     from handleit.baselines.commands import add_commands as add_baseline_commands
 
     add_baseline_commands(sub)
+    from handleit.ros_commands import add_commands as add_ros_commands  # `serve-ros`, `run-ros` (ROS bridge)
+
+    add_ros_commands(sub)
     args = parser.parse_args(argv)
     from handleit.evaluation import OutputInUse
 

@@ -63,6 +63,7 @@ class MessageTypes:
     Float64MultiArray: type
     String: type
     stamp: Callable[[float], Any]  # seconds -> the middleware's time object
+    Clock: type | None = None  # rosgraph_msgs/Clock: a simulator's time (ROS 2: the same name)
 
 
 def ros1_message_types() -> MessageTypes:
@@ -72,11 +73,12 @@ def ros1_message_types() -> MessageTypes:
     rospy = import_rospy()
     from geometry_msgs.msg import Twist  # noqa: PLC0415
     from nav_msgs.msg import Odometry  # noqa: PLC0415
+    from rosgraph_msgs.msg import Clock  # noqa: PLC0415
     from sensor_msgs.msg import JointState, PointCloud2, PointField  # noqa: PLC0415
     from std_msgs.msg import Float64MultiArray, String  # noqa: PLC0415
 
     return MessageTypes(PointCloud2, PointField, JointState, Odometry, Twist, Float64MultiArray, String,
-                        stamp=lambda t: rospy.Time.from_sec(float(t)))
+                        stamp=lambda t: rospy.Time.from_sec(float(t)), Clock=Clock)
 
 
 # --------------------------------------------------------------------------------------------------------

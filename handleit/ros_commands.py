@@ -1,0 +1,103 @@
+"""The ROS commands of the CLI: ``handleit serve-ros`` (a bundled env as a ROS robot, ``ros_sim_server``) and
+``handleit run-ros`` (a task's tree against whatever robot is on the contract's topics, ``ros_robot`` and
+``realtime_runner``). Heavy modules (rospy, Drake, SAPIEN, the trees) are imported inside the commands, so
+that registering them costs the CLI nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _serve_ros(args: argparse.Namespace) -> int:
+    """Publish a bundled env as a ROS robot on the contract's topics, in real time (simulated /clock)."""
+    from handleit.ros_robot import Ros1Transport  # noqa: PLC0415  (heavy: rospy, Drake; this command only)
+    from handleit.ros_sim_server import SimRobotServer  # noqa: PLC0415  (heavy: SAPIEN)
+
+    transport = Ros1Transport("handleit_sim", anonymous=False)
+    server = SimRobotServer(args.task, transport, split=args.split, seed=args.seed, max_steps=args.max_steps,
+                            real_time_factor=args.real_time_factor, camera_hz=args.camera_hz,
+                            command_timeout_s=args.command_timeout)
+    print(f"serving {args.task} ({args.split}) on ROS: camera every {server.camera_every} steps "
+          f"({1 / (server.camera_every * server.dt_s):.0f} Hz simulated), target real-time factor "
+          f"{args.real_time_factor}", flush=True)
+    try:
+        for episode in range(args.episodes):
+            server.seed = args.seed + episode
+            result = server.serve_episode()
+            print(json.dumps(result), flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        transport.shutdown()
+        server.env.close()
+    return 0
+
+
+def _run_ros(args: argparse.Namespace) -> int:
+    """Run a task's behavior tree against whatever robot is on the contract's topics, in real time."""
+    import handleit.envs  # noqa: PLC0415  (the bundled robot description; heavy)
+    from handleit.realtime_runner import RealtimeRunner  # noqa: PLC0415
+    from handleit.ros_robot import Ros1Transport, RosBridgeError, RosRobot  # noqa: PLC0415  (rospy, Drake)
+    from handleit.sim_robot import robot_model_of  # noqa: PLC0415
+    from handleit.solvers import make_solver  # noqa: PLC0415  (the trees: heavy imports, only this command)
+
+    env = handleit.envs.make(args.task, obs_mode="pointcloud")
+    model = robot_model_of(env)  # the same description files and joint groups as the simulator's
+    env.close()
+    transport = Ros1Transport("handleit_tree")
+    robot = RosRobot(model, transport)
+    solver = make_solver(args.solver, args.task, model)
+    result: dict = {"task": args.task}
+    try:
+        robot.wait_for_data(timeout_s=args.wait)
+        start_step = robot.episode.get("step", 0)
+        runner = RealtimeRunner(robot, solver, rate_hz=1.0 / model.control_dt_s,
+                                watchdog_timeout_s=args.watchdog_timeout)
+        deadline = time.monotonic() + args.max_seconds
+        report = runner.run(until=lambda: bool(robot.episode.get("done")) or time.monotonic() > deadline)
+        episode = robot.episode
+        result.update(success=bool(episode.get("success")), steps=episode.get("step", 0) - start_step,
+                      seed=episode.get("seed"), server=episode.get("result"), stop_reason=report.stop_reason,
+                      error=report.error, failures=report.failures[:5], watchdog_stop_reasons=report.watchdog_stops[:5],
+                      dropped_invalid_points=robot.dropped_invalid_points, **report.tick_stats())
+    except RosBridgeError as error:
+        result.update(success=False, error=str(error))
+    finally:
+        robot.close()
+    print(json.dumps(result, default=str), flush=True)
+    return 0 if result.get("error") is None else 1
+
+
+def add_commands(sub) -> None:
+    """Register ``serve-ros`` and ``run-ros`` on the CLI's subparsers."""
+    serve = sub.add_parser("serve-ros", help=_serve_ros.__doc__)
+    serve.add_argument("--task", default="OpenCabinetDrawer")
+    serve.add_argument("--split", default="test", choices=["train", "test"])
+    serve.add_argument("--seed", type=int, default=0, help="episode i uses seed + i")
+    serve.add_argument("--episodes", type=int, default=1)
+    serve.add_argument("--max-steps", type=int, default=200, help="episode length in control steps (100 Hz)")
+    serve.add_argument("--real-time-factor", type=float, default=0.5,
+                       help="simulated seconds per wall second (1 = real time)")
+    serve.add_argument("--camera-hz", type=float, default=10.0, help="point-cloud rate in simulated time")
+    serve.add_argument("--command-timeout", type=float, default=0.1,
+                       help="simulated seconds after which a command counts as zero (a cmd_vel timeout)")
+    serve.set_defaults(func=_serve_ros)
+    run = sub.add_parser("run-ros", help=_run_ros.__doc__)
+    run.add_argument("--task", default="OpenCabinetDrawer")
+    run.add_argument("--solver", default="bt", help="as for handleit eval (bt, idle, ...)")
+    run.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the robot's first sensor data")
+    run.add_argument("--max-seconds", type=float, default=600.0, help="wall-clock limit of the run")
+    run.add_argument("--watchdog-timeout", type=float, default=1.0,
+                     help="wall seconds without a completed tick before zero velocity is commanded")
+    run.set_defaults(func=_run_ros)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="handleit")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    ns = parser.parse_args()
+    sys.exit(ns.func(ns))
