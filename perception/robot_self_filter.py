@@ -5,11 +5,16 @@ joint positions (its "robot self filter"). So do we: forward kinematics (Drake's
 every ``<collision>`` shape of the URDF, and a point is the robot's when it lies within ``padding_m`` of one.
 
 Each shape is tested as a convex body: boxes exactly, cylinders as a circumscribed 16-sided prism, spheres
-exactly, meshes by their convex hull. A convex body is a set of half-spaces ``n . p + d <= 0``; padding
-moves every plane out by ``padding_m`` (``n . p + d <= padding_m``), which holds the true padded shape plus
-small wedges beyond its edges and corners. Speed: each shape's bounding sphere (one matrix product for
-all shapes) picks the few points worth the half-space test; ~5-15 ms for 192,000 points (see
-benchmarks/robot_self_filter.py).
+exactly, meshes by their convex hull (bounded by a few of its facets' planes, at most 3 mm beyond it). A
+convex body is a set of half-spaces ``n . p + d <= 0``; padding moves every plane out by ``padding_m``
+(``n . p + d <= padding_m``), which holds the true padded shape plus small wedges beyond its edges and
+corners. So the mask errs on the robot's side: a mesh's concavities count as robot, and so does whatever
+lies within the padding of a link, such as a handle or cube held between the fingers.
+
+Speed: the points in the box about all shapes' padded bounding spheres, then those inside one shape's
+sphere (one matrix product for all shapes), get the half-space test. On this project's 2 shared cores:
+~3 ms (drawer views), ~12 ms (dual-arm PushChair, 20,000-30,000 robot points), <1 ms (PickCube) for
+192,000 / 192,000 / 16,000 points at the best, 2-3x that under load (benchmarks/robot_self_filter.py).
 
 Numpy in, numpy out; no simulator imports. Poses are 4x4 matrices named by frames: ``X_WB`` the robot's
 base link B in the world W, ``R`` the URDF's root link (for the mobile Panda the root is the world itself:

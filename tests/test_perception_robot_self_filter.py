@@ -1,11 +1,13 @@
 """The robot self filter: points on and off synthetic links at known joint positions, the base placement,
 bad input, and agreement with the simulator's own "robot" mask on real observations.
 
-The env thresholds come from benchmarks/robot_self_filter.py (default cameras, 3 envs): IoU 0.99-1.00, miss
-rate 0, false-mark rate < 0.2 % of the non-robot points. The simulator renders the very meshes whose hulls
-the filter tests (the descriptions' visuals are their collision meshes) with exact depth, so the filter
-misses nothing; its false marks are scene points within the 2 cm padding (the table under a low hand). The
-thresholds below leave room for the small test cameras' coarser clouds and for other seeds.
+Thresholds, from measurements (padding 0.02 m). On this test's views (small cameras, reset and random
+actions, seeds 1-3) the worst IoU was 0.997, the miss rate 0 and the false-mark rate 1e-4: the simulator
+renders the very meshes whose hulls the filter tests (the descriptions' visuals are their collision meshes)
+with exact depth, so the filter misses nothing, and its few false marks are table points within the padding
+of a low hand. benchmarks/robot_self_filter.py (default cameras, the trees driving the arm to the handle,
+backrest or cube) measured IoU >= 0.969, miss 0, false marks <= 0.3 % (the grasped handle or cube between
+the fingers, the table under the hand). A frame or kinematics error drops the IoU far below these.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from handleit.sim_robot import SimRobot
 from handleit.types import Command
 from tests.helpers import make_env
 
-MIN_IOU = 0.97
-MAX_MISS_RATE = 0.01  # share of the simulator's robot points the filter leaves unmarked
-MAX_FALSE_MARK_RATE = 0.005  # share of the non-robot points the filter marks
+MIN_IOU = 0.98
+MAX_MISS_RATE = 0.005  # share of the simulator's robot points the filter leaves unmarked
+MAX_FALSE_MARK_RATE = 0.002  # share of the non-robot points the filter marks
 
 # A planar arm: a root box, a link turning about z at the root (a box reaching along x to 0.5 m), a slider
 # along that link's x carrying a sphere, a cylinder on the root, and a mesh (a cube) on the turning link.
