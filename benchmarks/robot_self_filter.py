@@ -72,7 +72,8 @@ def main() -> None:
           f"padding {args.padding_m} m, noise pass sigma {args.noise_m} m")
     rng = np.random.default_rng(0)
     header = f"{'task':18s} {'views':>5s} {'points':>7s} {'robot':>6s} {'IoU min/mean':>13s} {'miss max':>9s} " \
-             f"{'false max':>9s} {'false pts':>9s} {'on target':>9s} {'ms med/max':>11s} | noisy: {'IoU min':>7s} {'miss max':>8s} " \
+             f"{'false max':>9s} {'false pts':>9s} {'on target':>9s} {'ms med/max':>11s} " \
+             f"| noisy: {'IoU min':>7s} {'miss max':>8s} " \
              f"{'false max':>9s}"
     print(header)
     for task in args.tasks.split(","):

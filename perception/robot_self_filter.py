@@ -126,7 +126,8 @@ class RobotSelfFilter:
         return cls(model.urdf_path, model.joint_names, model.base_link_name, padding_m=padding_m)
 
     @classmethod
-    def from_urdf(cls, urdf_path, joint_names, padding_m: float = 0.02, base_link: str | None = None) -> RobotSelfFilter:
+    def from_urdf(cls, urdf_path, joint_names, padding_m: float = 0.02,
+                  base_link: str | None = None) -> RobotSelfFilter:
         """The filter for a URDF. ``base_link`` (the link ``X_WB`` is the pose of) defaults to the URDF's
         root link: then ``X_WB`` is the pose of the root."""
         urdf_path = Path(urdf_path)

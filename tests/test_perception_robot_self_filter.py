@@ -33,11 +33,13 @@ _URDF = """<?xml version="1.0"?>
 <robot name="planar">
   <link name="base">
     <collision><origin xyz="0 0 -0.05"/><geometry><box size="0.2 0.2 0.1"/></geometry></collision>
-    <collision><origin xyz="-0.5 0 0.25" rpy="0 0 0"/><geometry><cylinder radius="0.05" length="0.5"/></geometry></collision>
+    <collision><origin xyz="-0.5 0 0.25" rpy="0 0 0"/>
+      <geometry><cylinder radius="0.05" length="0.5"/></geometry></collision>
   </link>
   <link name="arm">
     <collision><origin xyz="0.3 0 0"/><geometry><box size="0.4 0.1 0.1"/></geometry></collision>
-    <collision><origin xyz="0.3 0 0.1" rpy="0 0 0.7"/><geometry><mesh filename="meshes/cube.obj" scale="0.5 0.5 0.5"/></geometry></collision>
+    <collision><origin xyz="0.3 0 0.1" rpy="0 0 0.7"/>
+      <geometry><mesh filename="meshes/cube.obj" scale="0.5 0.5 0.5"/></geometry></collision>
   </link>
   <link name="slider">
     <collision><origin xyz="0 0 0"/><geometry><sphere radius="0.04"/></geometry></collision>
