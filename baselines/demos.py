@@ -104,8 +104,8 @@ def demo_obs_of_env_obs(env_obs: dict, mask_names: tuple[str, ...], points: int,
                                    points, rng, min_height_m)
     agent = {k: np.asarray(env_obs["agent"][k], dtype=np.float32) for k in ("qpos", "qvel", "base_pose", "tcp_pose")}
     obs = {"pointcloud": cloud, "agent": agent}
-    if env_obs.get("extra"):
-        obs["extra"] = {k: np.asarray(v, dtype=np.float32) for k, v in env_obs["extra"].items()}
+    if "goal_pos" in env_obs.get("extra", {}):  # the operator's prompt (target_prompt_*) is not a policy input
+        obs["extra"] = {"goal_pos": np.asarray(env_obs["extra"]["goal_pos"], dtype=np.float32)}
     return obs
 
 
