@@ -24,17 +24,22 @@ TREES = {
 # Solver options per task: the dual-arm trees drive both arms and keep their own blackboard keys.
 _DUAL_ARM = ("left", "right")
 TREE_OPTIONS = {
-    "PushChair": {"sides": _DUAL_ARM, "blackboard": CHAIR_BLACKBOARD},
-    "MoveBucket": {"sides": _DUAL_ARM, "blackboard": BUCKET_BLACKBOARD},
+    "PushChair": {"sides": _DUAL_ARM, "blackboard": CHAIR_BLACKBOARD, "segment_target": "floor_object"},
+    "MoveBucket": {"sides": _DUAL_ARM, "blackboard": BUCKET_BLACKBOARD, "segment_target": "floor_object"},
 }
 # The tabletop arm (bundled and ManiSkill3) is the side "arm"; its grasps come from the 6-DoF object sampler
 # unless the solver names another predictor ("bt:learned_scorer", see handleit.solvers).
-_PICK = {"side": "arm", "grasp_predictor": "antipodal_6dof", "blackboard": PICK_BLACKBOARD}
+_PICK = {"side": "arm", "grasp_predictor": "antipodal_6dof", "blackboard": PICK_BLACKBOARD,
+         "segment_target": "table_object"}
 TREE_OPTIONS.update({task: _PICK for task in ("PickCube", "PickObject", "ms3:PickCube-v1", "ms3:StackCube-v1")})
 
 
 def make_tree_solver(task: str, model: RobotModel, **kwargs) -> TreeSolver:
-    """The behavior-tree solver of ``task``; ``ValueError`` for a task without a tree."""
+    """The behavior-tree solver of ``task``; ``ValueError`` for a task without a tree.
+
+    Keyword arguments go to :class:`TreeSolver`, e.g. ``grasp_predictor="learned_scorer"``,
+    ``segmenter="geometric"`` (the masks the tree reads; default ``"simulator"``) and ``segmenter_kwargs``.
+    """
     if task not in TREES:
         raise ValueError(f"no behavior tree for task {task!r}; trees exist for {', '.join(TREES)}")
     return TreeSolver(task, model, TREES[task], **{**TREE_OPTIONS.get(task, {}), **kwargs})

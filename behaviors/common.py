@@ -31,6 +31,7 @@ class Tools:
     tracking_pid: PIDController  # the same without integral action: follows moving references
     grasp_predictor: object  # a handleit.perception.grasp_predictors.GraspPredictor
     namespace: str
+    segmenter: object = None  # a handleit.perception.segmenters.Segmenter: the masks the nodes read
     motion_planner: object = None  # () -> handleit.planning.motion_planning.ArmMotionPlanner, built on first use
     side: str = "right"  # the arm a single-arm tree uses
     sides: tuple[str, ...] = ()  # every arm the tree drives (default: just ``side``); dual-arm trees use both

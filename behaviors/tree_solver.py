@@ -13,9 +13,11 @@ import py_trees
 from handleit.control.pid import PART_GAINS, PIDGains, make_robot_pid
 from handleit.perception.grasp_predictors import get_grasp_predictor
 from handleit.perception.handle_points import HandleAccumulator
+from handleit.perception.segmenters import SIMULATOR, TARGET_MASKS, get_segmenter
 from handleit.types import Command, Observation, RobotModel
 
 from .common import Tools
+from .segment_nodes import with_segmentation
 
 _instances = itertools.count()
 # Reference tracking: the papers/002 proportional gains without integral (see MoveToConfiguration), except
@@ -55,12 +57,23 @@ class TreeSolver:
         side: the arm used by a single-arm tree.
         sides: every arm the tree drives (default: ``side`` alone); the dual-arm trees pass both.
         blackboard: extra blackboard keys of the tree and their initial values.
+        segmenter: name of a registered segmenter (``handleit.perception.segmenters``): the masks the tree
+            reads. Only ``simulator`` reads the simulator's masks.
+        segment_target: what the tree targets ("cabinet_part", "floor_object", "table_object").
+        segmenter_kwargs: passed to the segmenter's factory (e.g. ``marker_rgb`` for ``color_marker``).
     """
 
     def __init__(self, task: str, model: RobotModel, build: Callable[[Tools], py_trees.behaviour.Behaviour],
                  grasp_predictor: str = "antipodal", side: str = "right", sides: tuple[str, ...] = (),
-                 blackboard: dict[str, Any] | None = None):
+                 blackboard: dict[str, Any] | None = None, segmenter: str = SIMULATOR,
+                 segment_target: str = "cabinet_part", segmenter_kwargs: dict[str, Any] | None = None):
         self.name, self.task, self.model, self.build = "bt", task, model, build
+        self.segmenter_name = segmenter
+        self.segmenter = get_segmenter(segmenter, segment_target, model, **(segmenter_kwargs or {}))
+        missing = [m for m in TARGET_MASKS[segment_target] if m not in self.segmenter.mask_names]
+        if segmenter != SIMULATOR and missing:
+            raise ValueError(f"segmenter {segmenter!r} makes the masks {list(self.segmenter.mask_names)}; the {task} "
+                             f"tree needs {list(TARGET_MASKS[segment_target])} (missing {missing})")
         self.grasp_predictor_name, self.side = grasp_predictor, side
         self.sides = tuple(sides) or (side,)
         self.extra_blackboard = dict(blackboard or {})
@@ -76,9 +89,10 @@ class TreeSolver:
             tracking_pid=make_robot_pid(self.model, presets=TRACKING_GAINS),
             grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
             sides=self.sides,
-            motion_planner=lambda: arm_motion_planner(self.model, self.side),
+            motion_planner=lambda: arm_motion_planner(self.model, self.side), segmenter=self.segmenter,
         )
-        self.root = self.build(self.tools)
+        self.segmenter.reset()
+        self.root = with_segmentation(self.build(self.tools), self.tools, self.segmenter_name)
         self.tree = py_trees.trees.BehaviourTree(self.root)
         self.bb = py_trees.blackboard.Client(name="solver", namespace=namespace)
         for key, value in self._initial_blackboard().items():
@@ -92,7 +106,7 @@ class TreeSolver:
             "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
             "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
-            "clamped_gap_m": None, **self.extra_blackboard,
+            "clamped_gap_m": None, "segmentation_error": None, **self.extra_blackboard,
         }
 
     def step(self, observation: Observation) -> Command:

@@ -33,7 +33,8 @@ from collections.abc import Iterable
 import numpy as np
 import sapien
 
-DEFAULT_MARKER_RGB = (0.15, 0.85, 0.0)  # lime green tape (linear base colour)
+from handleit.types import DEFAULT_MARKER_RGB  # lime green tape (linear base colour), shared with perception
+
 DISPLAY_GAMMA = 2.2  # the cameras' sRGB encoding, approximated by a power law
 # With a marker, scene colours within this displayed hue of it (and at least this saturated) are turned away.
 AVOID_HUE_DEG = 30.0

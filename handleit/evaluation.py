@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
+import os
 import queue
 import time
 import traceback
@@ -26,8 +28,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from handleit.envs.sensor_model import parse_perturbation
+from handleit.ms3_adapter import ManiSkill3Robot
+from handleit.perception.segmenters import SIMULATOR
+from handleit.sim_robot import SimRobot
+from handleit.solvers import make_solver
+from handleit.types import DEFAULT_MARKER_RGB
+
 DEFAULT_EPISODE_TIMEOUT_S = 600.0
 MS3_PREFIX = "ms3:"  # task names of ManiSkill3 envs (handleit.ms3_adapter.TASK_PREFIX)
+COLOR_MARKER = "color_marker"  # the segmenter whose episodes run in envs with the target painted
 
 
 @dataclass(frozen=True)
@@ -40,10 +50,13 @@ class EpisodeSpec:
     solver: str
     max_steps: int
     video_path: str | None = None
+    segmenter: str = "simulator"  # the masks a tree reads (handleit.perception.segmenters)
+    perturb: str = ""  # sensor perturbation (handleit.envs.sensor_model grammar); "" for none
 
     @property
     def key(self) -> tuple:
-        return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id)
+        return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id, self.segmenter,
+                self.perturb)
 
 
 @dataclass
@@ -64,17 +77,21 @@ class EpisodeRecord:
     wall_time_s: float = 0.0
     error: str | None = None  # set when the episode could not run to its end (exception, crash, timeout)
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    segmenter: str = "simulator"
+    perturb: str = ""
 
     @property
     def key(self) -> tuple:
-        return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id)
+        return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id, self.segmenter,
+                self.perturb)
 
 
 # ----------------------------------------------------------------------------------------------------
 # One episode (runs inside a worker)
 # ----------------------------------------------------------------------------------------------------
 class _EpisodeRunner:
-    """Keeps one env per (task, split, max_steps) in a worker process, to avoid rebuilding it."""
+    """Keeps one env per (task, split, max_steps, marker, perturbation) in a worker process, to avoid
+    rebuilding it."""
 
     def __init__(self):
         self._envs: dict[tuple, Any] = {}
@@ -82,36 +99,44 @@ class _EpisodeRunner:
     def env(self, spec: EpisodeSpec):
         import handleit.envs
 
-        key = (spec.task, spec.split, spec.max_steps)
+        marker = spec.segmenter == COLOR_MARKER
+        key = (spec.task, spec.split, spec.max_steps, marker, spec.perturb)
         if key not in self._envs and spec.task.startswith(MS3_PREFIX):
             from handleit.ms3_adapter import make_env
 
+            if marker or spec.perturb:
+                raise ValueError(f"{spec.task}: ManiSkill3 tasks run with the simulator segmenter and no "
+                                 "perturbation only")
             self._envs[key] = make_env(spec.task, max_episode_steps=spec.max_steps, render_mode="rgb_array")
         if key not in self._envs:
+            options = {}
+            if marker:  # the paper's tape: the target painted in the marker colour the segmenter looks for
+                options["target_marker_rgb"] = DEFAULT_MARKER_RGB
+            if spec.perturb:
+                options["sensor_perturbation"] = dataclasses.replace(parse_perturbation(spec.perturb),
+                                                                     horizon_steps=spec.max_steps)
             self._envs[key] = handleit.envs.make(
                 spec.task, obs_mode="pointcloud", split=spec.split, max_episode_steps=spec.max_steps,
-                render_mode="rgb_array",
+                render_mode="rgb_array", **options,
             )
         return self._envs[key]
 
     def run(self, spec: EpisodeSpec) -> EpisodeRecord:
-        from handleit.sim_robot import SimRobot
-        from handleit.solvers import make_solver
-
-        record = EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed, spec.model_id, spec.index)
+        record = EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed, spec.model_id,
+                               spec.index, segmenter=spec.segmenter, perturb=spec.perturb)
         start = time.perf_counter()
         frames = []
+        robot = None
         try:
             env = self.env(spec)
             if spec.task.startswith(MS3_PREFIX):
-                from handleit.ms3_adapter import ManiSkill3Robot
-
                 robot = ManiSkill3Robot(env)
             else:
-                robot = SimRobot(env)
+                # The simulator's masks reach the solver only when it asked for them (segmenter "simulator").
+                robot = SimRobot(env, sim_masks=spec.segmenter == SIMULATOR)
             observation = robot.reset(seed=spec.seed, options={"model_id": spec.model_id})
             record.target_link = robot.info.get("target_link")
-            solver = make_solver(spec.solver, spec.task, robot.model)
+            solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
             solver.reset(observation)
             while not robot.done:
                 command = solver.step(observation)
@@ -132,7 +157,7 @@ class _EpisodeRunner:
             record.error = traceback.format_exc(limit=8)
             record.failed_node = record.failed_node or "error"
         record.wall_time_s = time.perf_counter() - start
-        if frames:
+        if frames and robot is not None:
             _save_video(frames, spec.video_path, fps=int(round(1.0 / (robot.model.control_dt_s * 2))))
         return record
 
@@ -144,13 +169,16 @@ def _save_video(frames, path: str, fps: int) -> None:
     imageio.mimwrite(path, frames[::2], fps=max(fps, 1), macro_block_size=1)
 
 
-def _exit_with_parent(poll_s: float = 1.0) -> None:
-    """End this worker when the evaluation that started it is gone (killed: its daemon children are only
-    cleaned up on a normal exit), rather than finish an episode nobody will record and wait forever."""
+def _exit_with_parent(parent: int, poll_s: float = 1.0) -> None:
+    """End this worker when the evaluation that started it (process id ``parent``, passed in by the parent:
+    read here, after this process's imports, it would already be init's when the parent died meanwhile) is
+    gone (killed: its daemon children are only cleaned up on a normal exit), rather than finish an episode
+    nobody will record and wait forever."""
     import os
     import threading
 
-    parent = os.getppid()
+    if os.getppid() != parent:
+        os._exit(1)
 
     def watch() -> None:
         while True:
@@ -161,8 +189,8 @@ def _exit_with_parent(poll_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _worker_main(inbox, result_queue) -> None:
-    _exit_with_parent()
+def _worker_main(inbox, result_queue, parent: int) -> None:
+    _exit_with_parent(parent)
     runner = _EpisodeRunner()
     while True:
         spec = inbox.get()
@@ -175,7 +203,10 @@ def _worker_main(inbox, result_queue) -> None:
 # The supervised pool
 # ----------------------------------------------------------------------------------------------------
 def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: int, seed: int = 0,
-                  video_episodes: tuple[int, ...] = (), video_dir: Path | None = None) -> list[EpisodeSpec]:
+                  video_episodes: tuple[int, ...] = (), video_dir: Path | None = None, segmenter: str = SIMULATOR,
+                  perturb: str = "") -> list[EpisodeSpec]:
+    """The episodes of one task and split. ``perturb`` is put in canonical form (so that the same
+    perturbation written two ways is one key); the same seeds for every segmenter and perturbation."""
     from handleit.envs import model_ids
 
     if task.startswith(MS3_PREFIX):  # one env, no objects to cycle; the split picks the seeds
@@ -184,14 +215,20 @@ def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: 
         ids, seeds = [ms3_env_id(task)], episode_seeds(split, episodes, seed)
     else:
         ids, seeds = model_ids(task, split), [seed + i for i in range(episodes)]
+    perturb = canonical_perturbation(perturb)
     specs = []
     for i in range(episodes):
         video = None
         if i in video_episodes and video_dir is not None:
             # A solver name may hold a checkpoint's path (bc:outputs/x.pt): no folders in the file name.
             name = solver.replace(":", "_").replace("/", "_")
+            if segmenter != SIMULATOR:
+                name += f"-{segmenter}"
+            if perturb:
+                name += "-" + "".join(c if c.isalnum() or c in "._" else "_" for c in perturb)
             video = str(Path(video_dir) / f"{task.replace(':', '_')}-{split}-{name}-{max_steps}-ep{i:03d}.mp4")
-        specs.append(EpisodeSpec(task, split, i, seeds[i], ids[i % len(ids)], solver, max_steps, video))
+        specs.append(EpisodeSpec(task, split, i, seeds[i], ids[i % len(ids)], solver, max_steps, video,
+                                 segmenter=segmenter, perturb=perturb))
     return specs
 
 
@@ -246,7 +283,7 @@ def _run_episodes(specs, records_path: Path, workers: int, resume: bool, episode
 
     def start_worker() -> str:
         inbox = ctx.Queue()
-        proc = ctx.Process(target=_worker_main, args=(inbox, result_queue), daemon=True)
+        proc = ctx.Process(target=_worker_main, args=(inbox, result_queue, os.getpid()), daemon=True)
         proc.start()
         workers_by_name[proc.name] = (proc, inbox)
         return proc.name
@@ -345,29 +382,76 @@ class _LogProgress:
 # ----------------------------------------------------------------------------------------------------
 # Summary
 # ----------------------------------------------------------------------------------------------------
+def canonical_perturbation(text: str) -> str:
+    """The canonical text of a perturbation ("" for none), so that records of one perturbation share a key."""
+    if not text or text.strip().lower() == "none":
+        return ""
+    return str(parse_perturbation(text))
+
+
+def _condition(r) -> str:
+    """What an episode ran under besides the solver: its segmenter and perturbation, in words."""
+    parts = [] if r.segmenter == SIMULATOR else [f"segmenter {r.segmenter}"]
+    return ", ".join(parts + ([r.perturb] if r.perturb else []))
+
+
 def summarize(records: list[EpisodeRecord]) -> str:
-    """Markdown: success per task and solver, train / test (papers/002 Table 1), and failure nodes."""
+    """Markdown: success per task and solver, train / test (papers/002 Table 1), and failure nodes. Runs with
+    another segmenter or a perturbation are columns of their own."""
     groups: dict[tuple, list[EpisodeRecord]] = defaultdict(list)
     for r in records:
-        groups[(r.task, r.solver, r.max_steps, r.split)].append(r)
-    columns = sorted({(r.solver, r.max_steps) for r in records})
+        groups[(r.task, r.solver, _condition(r), r.max_steps, r.split)].append(r)
+    columns = sorted({(r.solver, _condition(r), r.max_steps) for r in records})
+
+    def label(solver, condition, m):
+        return f"{solver}{f' [{condition}]' if condition else ''} ({m} steps)"
+
     tasks = sorted({r.task for r in records})
-    header = "| task | " + " | ".join(f"{s} ({m} steps) train | {s} ({m} steps) test" for s, m in columns) + " |"
+    header = "| task | " + " | ".join(f"{label(*c)} train | {label(*c)} test" for c in columns) + " |"
     lines = [header, "|" + " --- |" * (1 + 2 * len(columns))]
     for task in tasks:
         cells = []
-        for solver, max_steps in columns:
+        for solver, condition, max_steps in columns:
             for split in ("train", "test"):
-                rs = groups.get((task, solver, max_steps, split), [])
+                rs = groups.get((task, solver, condition, max_steps, split), [])
                 cells.append(_rate(rs))
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Rates are successes / episodes; episodes that raised or crashed count as failures (errors in brackets).")
-    failures = Counter((r.task, r.failed_node) for r in records if not r.success)
+    failures = Counter((r.task, label(r.solver, _condition(r), r.max_steps), r.failed_node)
+                       for r in records if not r.success)
     if failures:
-        lines += ["", "| task | failed node | episodes |", "| --- | --- | ---: |"]
-        for (task, node), n in sorted(failures.items(), key=lambda kv: (kv[0][0], -kv[1])):
-            lines.append(f"| {task} | {node} | {n} |")
+        lines += ["", "| task | run | failed node | episodes |", "| --- | --- | --- | ---: |"]
+        for (task, run, node), n in sorted(failures.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1])):
+            lines.append(f"| {task} | {run} | {node} | {n} |")
+    return "\n".join(lines)
+
+
+def robustness_table(records: list[EpisodeRecord]) -> str:
+    """Markdown, in the spirit of SIMPLER (arXiv 2405.05941): per task, solver and segmenter, the success under
+    each perturbation beside the unperturbed run on the same seeds, the ratio of the two, and the nodes
+    that failed under the perturbation. Only seeds run both ways count, so the ratio compares like with
+    like."""
+    by_run: dict[tuple, dict[str, dict[tuple, EpisodeRecord]]] = defaultdict(lambda: defaultdict(dict))
+    for r in records:
+        by_run[(r.task, r.solver, r.segmenter, r.max_steps)][r.perturb][(r.split, r.seed, r.model_id)] = r
+    lines = ["| task | solver | segmenter | steps | perturbation | unperturbed | perturbed | ratio | failed nodes "
+             "(perturbed) |", "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |"]
+    for (task, solver, segmenter, steps), runs in sorted(by_run.items()):
+        base = runs.get("", {})
+        for perturb, recs in sorted(runs.items()):
+            if not perturb:
+                continue
+            shared = sorted(set(base) & set(recs))
+            if not shared:
+                continue
+            b = sum(base[k].success for k in shared)
+            p = sum(recs[k].success for k in shared)
+            ratio = f"{p / b:.2f}" if b else "-"
+            nodes = Counter(recs[k].failed_node for k in shared if not recs[k].success)
+            failed = ", ".join(f"{node} {n}" for node, n in nodes.most_common())
+            lines.append(f"| {task} | {solver} | {segmenter} | {steps} | {perturb} | {b}/{len(shared)} | "
+                         f"{p}/{len(shared)} | {ratio} | {failed} |")
     return "\n".join(lines)
 
 

@@ -62,14 +62,17 @@ def _body_half_extents_m(robot) -> tuple[float, float] | None:
 class SimRobot:
     """A :class:`~handleit.types.RobotInterface` over a handleit env in ``pointcloud`` mode."""
 
-    def __init__(self, env, prompt: str = "box"):
+    def __init__(self, env, prompt: str = "box", sim_masks: bool = True):
         """``prompt``: what the operator gives to name the target, ``Observation.target_prompt_W``: "box" (the
-        env's ``target_prompt_box``), "point" (``target_prompt_point``) or "none"."""
+        env's ``target_prompt_box``), "point" (``target_prompt_point``) or "none".
+        ``sim_masks``: hand on the simulator's segmentation masks (for the ``simulator`` segmenter, the
+        reference); False gives observations with no masks at all, as a real robot's sensors do."""
         if env.unwrapped.obs_mode != "pointcloud":
             raise ValueError(f"SimRobot needs obs_mode='pointcloud', the env has {env.unwrapped.obs_mode!r}")
         if prompt not in ("box", "point", "none"):  # obs["extra"]["target_prompt_<prompt>"], or no prompt
             raise ValueError(f"unknown prompt {prompt!r}; choose one of box, point, none")
         self.prompt = prompt
+        self.sim_masks = bool(sim_masks)
         self.env = env
         self.model = robot_model_of(env)
         m = self.model
@@ -102,7 +105,7 @@ class SimRobot:
             time_s=self.steps * self.model.control_dt_s,
             points=pc["xyz"][valid],
             colors=pc["rgb"][valid],
-            masks={name: pc[name][valid] for name in base.mask_names},
+            masks={name: pc[name][valid] for name in base.mask_names} if self.sim_masks else {},
             frame=pc["frame"],
             joint_names=self.model.joint_names,
             qpos=agent["qpos"].astype(np.float64),

@@ -55,21 +55,31 @@ class IdleSolver:
         return {}
 
 
-def make_solver(spec: str, task: str, model: RobotModel) -> Solver:
-    """Build the solver named by ``spec`` for ``task``; ``ValueError`` names what is wrong."""
+def make_solver(spec: str, task: str, model: RobotModel, segmenter: str = "simulator",
+                segmenter_kwargs: dict[str, Any] | None = None) -> Solver:
+    """Build the solver named by ``spec`` for ``task``; ``ValueError`` names what is wrong.
+
+    ``segmenter`` names the segmenter whose masks a behavior tree reads (``handleit.perception.segmenters``);
+    the other solvers read the simulator's masks, if any, and accept only ``"simulator"``.
+    """
     if spec == "idle":
         return IdleSolver(model)
-    if spec == "bt" or spec.startswith("bt:"):
+    is_tree = spec == "bt" or spec.startswith("bt:")
+    if segmenter != "simulator" and not is_tree:
+        raise ValueError(f"solver {spec!r}: only behavior trees (bt, bt:<grasp predictor>) choose a segmenter; "
+                         f"got segmenter {segmenter!r}")
+    if is_tree:
         from handleit.behaviors import make_tree_solver
         from handleit.perception.grasp_predictors import available_grasp_predictors
 
         predictor = spec[len("bt:"):]
+        options = {"segmenter": segmenter, "segmenter_kwargs": segmenter_kwargs}
         if not predictor:
-            return make_tree_solver(task, model)
+            return make_tree_solver(task, model, **options)
         if predictor not in available_grasp_predictors():
             raise ValueError(f"solver {spec!r}: unknown grasp predictor {predictor!r}; "
                              f"available: {', '.join(available_grasp_predictors())}")
-        return make_tree_solver(task, model, grasp_predictor=predictor)
+        return make_tree_solver(task, model, grasp_predictor=predictor, **options)
     if spec.partition(":")[0] in ("bc", "td3bc", "policy"):  # a trained policy (handleit.baselines.policy)
         from handleit.baselines.policy import make_policy_solver
 

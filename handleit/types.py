@@ -17,6 +17,10 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 
 GripperCommand = Literal["open", "close", "hold"] | float  # a float: the opening (m) to move the fingers to
+# The colour marker the bundled envs paint on a target when asked (``target_marker_rgb``) and the
+# ``color_marker`` segmenter looks for by default: lime green tape, as a linear render base colour in [0, 1].
+# papers/002 used red tape on a real drawer; red is taken here by PushChair's target hemisphere.
+DEFAULT_MARKER_RGB = (0.15, 0.85, 0.0)
 
 
 @dataclass(frozen=True)

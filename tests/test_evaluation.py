@@ -70,8 +70,8 @@ def test_summary_has_the_shape_of_the_paper_table():
     recs.append(EpisodeRecord("OpenCabinetDrawer", "test", "bt", 200, 9, "m", 9, error="boom", failed_node="error"))
     table = summarize(recs)
     assert "| OpenCabinetDrawer | 0.750 (3/4) | 0.200 (1/5) [1 errors] |" in table
-    assert "| OpenCabinetDrawer | Move to pregrasp | 4 |" in table
-    assert "| OpenCabinetDrawer | error | 1 |" in table
+    assert "| OpenCabinetDrawer | bt (200 steps) | Move to pregrasp | 4 |" in table
+    assert "| OpenCabinetDrawer | bt (200 steps) | error | 1 |" in table
 
 
 def _children(pid: int) -> list[int]:
@@ -130,3 +130,22 @@ def test_two_evaluations_never_write_one_records_file(tmp_path):
             run_episodes(_specs("idle"), records, workers=1, progress=False)
     assert not records.exists()  # the refused run wrote nothing
     assert len(run_episodes(_specs("idle"), records, workers=1, progress=False)) == 1  # free again
+
+
+def test_segmenters_and_perturbations_are_columns_of_their_own_and_robustness_compares_same_seeds():
+    from handleit.evaluation import robustness_table
+
+    recs = []
+    for seed in range(4):
+        recs.append(EpisodeRecord("PushChair", "test", "bt", 200, seed, "m", seed, success=True))
+        recs.append(EpisodeRecord("PushChair", "test", "bt", 200, seed, "m", seed, success=seed < 3,
+                                  failed_node=None if seed < 3 else "chair tipping?", segmenter="geometric"))
+        recs.append(EpisodeRecord("PushChair", "test", "bt", 200, seed, "m", seed, success=seed < 2,
+                                  failed_node=None if seed < 2 else "timeout", perturb="depth_noise=0.005"))
+    # A perturbed seed without its unperturbed twin does not count in the ratio.
+    recs.append(EpisodeRecord("PushChair", "test", "bt", 200, 9, "m", 9, success=True, perturb="depth_noise=0.005"))
+    table = summarize(recs)
+    assert "bt [segmenter geometric] (200 steps) test" in table and "bt [depth_noise=0.005] (200 steps) test" in table
+    assert "| PushChair | - | 1.000 (4/4) | - | 0.600 (3/5) | - | 0.750 (3/4) |" in table
+    robust = robustness_table(recs)
+    assert "| PushChair | bt | simulator | 200 | depth_noise=0.005 | 4/4 | 2/4 | 0.50 | timeout 2 |" in robust

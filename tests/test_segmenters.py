@@ -1,0 +1,177 @@
+"""Segmenters as plug-ins: the registry, the input checks every bundled segmenter shares, the trees' segment
+node and its visible "target found?" check, and the proof that with a segmenter other than ``simulator``
+the observation handed to a tree carries no simulator masks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import handleit.envs
+from handleit.behaviors import make_tree_solver
+from handleit.perception.color_markers import srgb_of_linear
+from handleit.perception.segmentation_errors import SegmentationError
+from handleit.perception.segmenters import (
+    SEGMENT_TARGETS,
+    SimulatorSegmenter,
+    available_segmenters,
+    get_segmenter,
+    register_segmenter,
+    unregister_segmenter,
+)
+from handleit.sim_robot import SimRobot
+from handleit.types import DEFAULT_MARKER_RGB
+
+BUNDLED = ("simulator", "robot_self_filter", "color_marker", "geometric")
+
+
+@pytest.fixture(scope="module")
+def drawer():
+    """A drawer env with small cameras (cheap), its robot without the simulator's masks, and one with them."""
+    env = handleit.envs.make("OpenCabinetDrawer", obs_mode="pointcloud", split="train", camera_width=160,
+                             camera_height=64)
+    yield env
+    env.close()
+
+
+def test_bundled_segmenters_are_registered():
+    assert set(BUNDLED) <= set(available_segmenters())
+
+
+def test_unknown_segmenter_and_target_are_named():
+    with pytest.raises(ValueError, match="unknown segmenter 'nope'.*geometric"):
+        get_segmenter("nope", "cabinet_part", model=None)
+    with pytest.raises(ValueError, match="unknown segmentation target 'shelf'"):
+        get_segmenter("simulator", "shelf", model=None)
+
+
+def test_register_refuses_a_taken_name_and_a_non_segmenter():
+    @register_segmenter("test_nothing")
+    def nothing(target, model):
+        return object()  # no mask_names, reset or segment
+
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            register_segmenter("test_nothing")(lambda target, model: None)
+        with pytest.raises(ValueError, match="lacks mask_names"):
+            get_segmenter("test_nothing", "cabinet_part", model=None)
+    finally:
+        unregister_segmenter("test_nothing")
+    assert "test_nothing" not in available_segmenters()
+
+
+def _observation(drawer_env, seed=0, sim_masks=True, prompt="box"):
+    robot = SimRobot(drawer_env, sim_masks=sim_masks, prompt=prompt)
+    return robot, robot.reset(seed=seed)
+
+
+def test_simulator_segmenter_passes_the_simulators_masks_and_refuses_an_observation_without(drawer):
+    robot, obs = _observation(drawer)
+    masks = SimulatorSegmenter("cabinet_part").segment(obs)
+    assert set(masks) == {"target_handle", "target_link", "robot"}
+    for name in masks:
+        np.testing.assert_array_equal(masks[name], obs.masks[name])
+    _, bare = _observation(drawer, sim_masks=False)
+    assert bare.masks == {}
+    with pytest.raises(SegmentationError, match="needs the simulator's masks"):
+        SimulatorSegmenter("cabinet_part").segment(bare)
+
+
+@pytest.mark.parametrize("name", ["robot_self_filter", "geometric", "color_marker"])
+def test_every_bundled_segmenter_names_bad_clouds(drawer, name):
+    robot, obs = _observation(drawer, sim_masks=False)
+    for target in SEGMENT_TARGETS:
+        segmenter = get_segmenter(name, target, robot.model)
+        empty = dataclasses.replace(obs, points=np.zeros((0, 3), np.float32), colors=np.zeros((0, 3), np.uint8))
+        with pytest.raises(SegmentationError, match="empty"):
+            segmenter.segment(empty)
+        nan = obs.points.copy()
+        nan[:5] = np.nan
+        with pytest.raises(SegmentationError, match="5 NaN"):
+            segmenter.segment(dataclasses.replace(obs, points=nan))
+
+
+def test_geometric_segmenter_names_a_missing_prompt_and_a_prompt_outside_the_cloud(drawer):
+    robot, obs = _observation(drawer, sim_masks=False, prompt="none")
+    segmenter = get_segmenter("geometric", "cabinet_part", robot.model)
+    with pytest.raises(SegmentationError, match="needs a prompt"):
+        segmenter.segment(obs)
+    far = dataclasses.replace(obs, target_prompt_W=np.array([30.0, 30.0, 1.0]))
+    with pytest.raises(SegmentationError, match="prompt"):
+        segmenter.segment(far)
+
+
+def test_color_marker_segmenter_names_a_missing_marker(drawer):
+    robot, obs = _observation(drawer, sim_masks=False)  # an env without the marker option: no marker colour
+    segmenter = get_segmenter("color_marker", "cabinet_part", robot.model)
+    with pytest.raises(SegmentationError, match="no marker colour"):
+        segmenter.segment(obs)
+
+
+def test_color_marker_segmenter_names_a_marker_in_two_places(drawer):
+    robot, obs = _observation(drawer, sim_masks=False)
+    segmenter = get_segmenter("color_marker", "cabinet_part", robot.model)
+    colors = obs.colors.copy()
+    marker = srgb_of_linear(DEFAULT_MARKER_RGB)
+    off_robot = np.flatnonzero(~segmenter.self_filter.robot_mask(obs) & (obs.points[:, 2] > 0.05))
+    # Two patches of marker colour a metre apart: two candidate targets, which one is meant is unknown.
+    by_y = off_robot[np.argsort(obs.points[off_robot, 1])]
+    for centre in (by_y[len(by_y) // 10], by_y[-len(by_y) // 10]):
+        near = off_robot[np.argsort(np.linalg.norm(obs.points[off_robot] - obs.points[centre], axis=1))[:40]]
+        colors[near] = marker
+    assert np.ptp(obs.points[colors.astype(int).sum(1) == sum(marker)][:, 1]) > 0.8
+    with pytest.raises(SegmentationError, match="two places"):
+        segmenter.segment(dataclasses.replace(obs, colors=colors))
+
+
+def test_robot_self_filter_segmenter_alone_is_refused_by_a_tree(drawer):
+    robot, _ = _observation(drawer, sim_masks=False)
+    with pytest.raises(ValueError, match="makes the masks \\['robot'\\].*needs"):
+        make_tree_solver("OpenCabinetDrawer", robot.model, segmenter="robot_self_filter")
+
+
+class _Spy:
+    """A segmenter plug-in that records what it was handed and delegates to the geometric segmenter."""
+
+    seen: list = []
+
+    def __init__(self, target, model, fail_first: int = 0):
+        self.inner = get_segmenter("geometric", target, model)
+        self.mask_names = self.inner.mask_names
+        self.fail_first = fail_first
+
+    def reset(self):
+        self.inner.reset()
+
+    def segment(self, observation):
+        _Spy.seen.append(dict(observation.masks))
+        if self.fail_first > 0:
+            self.fail_first -= 1
+            raise SegmentationError("test: no target in view")
+        return self.inner.segment(observation)
+
+
+def test_with_another_segmenter_the_tree_sees_no_simulator_masks_and_looks_again_after_an_error(drawer):
+    register_segmenter("test_spy", replace=True)(_Spy)
+    try:
+        robot, obs = _observation(drawer, sim_masks=False)
+        solver = make_tree_solver("OpenCabinetDrawer", robot.model, segmenter="test_spy",
+                                  segmenter_kwargs={"fail_first": 2})
+        solver.reset(obs)
+        _Spy.seen.clear()
+        for _ in range(4):
+            command = solver.step(obs)
+            assert obs.masks == {}  # what the harness hands the solver: no simulator masks at all
+            robot.act(command)
+            obs = robot.observe()
+        assert len(_Spy.seen) == 4 and all(seen == {} for seen in _Spy.seen)
+        # The failed check is a visible node, recorded once for two failing ticks; then the target is found.
+        assert solver.tools.failures.count("target found?") == 1
+        assert "target found?" in solver.unicode_tree()
+        segmented = solver.bb.observation.masks
+        assert set(segmented) == {"target_handle", "target_link", "robot"}
+        assert segmented["target_link"].any() and segmented["robot"].any()
+    finally:
+        unregister_segmenter("test_spy")
