@@ -213,7 +213,8 @@ class MobileManipulationEnv(gym.Env):
         if seed is not None or self._prompt_rng is None:
             self._prompt_rng = prompt_rng(seed)
         bounds_W = self._target_bounds_W()
-        self._target_prompt = None if bounds_W is None else noisy_prompt(bounds_W, self.prompt_noise_m, self._prompt_rng)
+        self._target_prompt = (None if bounds_W is None
+                               else noisy_prompt(bounds_W, self.prompt_noise_m, self._prompt_rng))
         self.controller.reset()
         self._label_lut = self._shape_label_lut()
         if self._sensor is not None:  # its own generator: the episode's physics and sampling stay the same

@@ -33,7 +33,8 @@ MODELS = {
     "PickObject": "object-train-000",
 }
 TASKS = list(MODELS)
-SMALL_CAMERAS = {"mobile": dict(camera_width=200, camera_height=80), "tabletop": dict(camera_width=96, camera_height=96)}
+SMALL_CAMERAS = {"mobile": dict(camera_width=200, camera_height=80),
+                 "tabletop": dict(camera_width=96, camera_height=96)}
 NOISE_M = 0.02
 
 
@@ -128,7 +129,8 @@ def test_marker_turns_nearby_scene_hues_away_only_when_set():
     assert abs(displayed_hsv(spec_rgb)[0] - marker_hue) < AVOID_HUE_DEG
     h, s, v = displayed_hsv(backrest_rgb(marked))
     assert abs(h - marker_hue) >= AVOID_HUE_DEG
-    assert s == pytest.approx(displayed_hsv(spec_rgb)[1], abs=1e-3) and v == pytest.approx(displayed_hsv(spec_rgb)[2], abs=1e-3)
+    _, spec_s, spec_v = displayed_hsv(spec_rgb)
+    assert s == pytest.approx(spec_s, abs=1e-3) and v == pytest.approx(spec_v, abs=1e-3)
 
 
 def test_marker_and_prompt_options_reject_bad_values():
@@ -196,14 +198,16 @@ def test_prompt_contains_the_targets_known_points():
     for seed in range(3):
         obs, _ = env.reset(seed=seed)
         lo, hi = obs["extra"]["target_prompt_box"]
-        assert np.all(lo - 1e-4 <= env.unwrapped.handle_center_W()) and np.all(env.unwrapped.handle_center_W() <= hi + 1e-4)
+        handle_W = env.unwrapped.handle_center_W()
+        assert np.all(lo - 1e-4 <= handle_W) and np.all(handle_W <= hi + 1e-4)
     cube = make("PickCube", prompt_noise_m=0.0)
     obs, _ = cube.reset(seed=5)
     np.testing.assert_allclose(obs["extra"]["target_prompt_point"], cube.unwrapped.object_com_W(), atol=1e-5)
     extent = np.diff(obs["extra"]["target_prompt_box"], axis=0)[0]
     # The cube turned by a yaw about z: its box is 4 cm high, 4 to 5.7 cm wide.
     assert extent[2] == pytest.approx(2 * CUBE_HALF_SIZE_M, abs=1e-5)
-    assert np.all(extent[:2] >= 2 * CUBE_HALF_SIZE_M - 1e-5) and np.all(extent[:2] <= 2 * np.sqrt(2) * CUBE_HALF_SIZE_M + 1e-5)
+    assert np.all(extent[:2] >= 2 * CUBE_HALF_SIZE_M - 1e-5)
+    assert np.all(extent[:2] <= 2 * np.sqrt(2) * CUBE_HALF_SIZE_M + 1e-5)
 
 
 def test_same_seed_same_prompt_and_a_new_seed_a_new_one():
