@@ -63,6 +63,7 @@ class TrackerParams:
     max_track_radius_m: float  # ... up to this
     roi_margin_m: float  # clustering looks this far around the prompt or the last object
     max_object_size_m: float  # ... and this far around a seed (a marker may be at one end of the object)
+    join_gap_m: float  # found by a point or a seed, the object takes in clusters this close (parts seen apart)
     background_voxel_m: float  # static background is remembered at this voxel size
     background_margin_m: float  # points beyond the object's box grown by this become background
     plane_distance_m: float  # RANSAC inlier distance of the support plane
@@ -74,12 +75,12 @@ _DEFAULTS = {
     # Clearance: the bucket's inner bottom lies 9 mm above the floor.
     "floor": dict(clearance_m=0.005, voxel_m=0.01, cluster_eps_m=0.03, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.05, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.4,
-                  max_object_size_m=1.5,
+                  max_object_size_m=1.5, join_gap_m=0.1,
                   background_voxel_m=0.015, background_margin_m=0.1, plane_distance_m=0.01, max_plane_tilt_rad=0.2),
     # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
     "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.02, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.04, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.3,
-                  max_object_size_m=0.3,
+                  max_object_size_m=0.3, join_gap_m=0.03,
                   background_voxel_m=0.008, background_margin_m=0.05, plane_distance_m=0.003, max_plane_tilt_rad=0.2),
 }
 
@@ -144,8 +145,9 @@ class ObjectTracker:
             if prompt is None:
                 raise SegmentationError("prompt_W: a prompt is needed to find the object (nothing tracked yet)")
             _check_prompt_in_cloud(p[candidate], prompt)
-        if self.plane is None:
-            self.plane = self._fit_support(p[candidate], prompt)
+        if self.plane is None:  # the table is found under the prompt, or under the seed
+            anchor = prompt if prompt is not None or not use_seed else np.stack(_bounds(p[seed & candidate]))
+            self.plane = self._fit_support(p[candidate], anchor)
         P = self.params
 
         height = p @ self.plane[:3] + self.plane[3]
@@ -202,7 +204,7 @@ class ObjectTracker:
     def _fit_table(self, p: np.ndarray, prompt: np.ndarray | None) -> np.ndarray:
         """The table's top: the first horizontal RANSAC plane among the points around and below the prompt."""
         P = self.params
-        if prompt is None:
+        if prompt is None:  # not reached: update() needs a prompt or a seed before the object is tracked
             raise SegmentationError("prompt_W: the table's top is found under the prompt; none given")
         centre = prompt.mean(axis=0) if prompt.ndim == 2 else prompt
         bottom = prompt[0, 2] if prompt.ndim == 2 else prompt[2]
@@ -254,27 +256,49 @@ class ObjectTracker:
             keep = (counts == counts.max()) | (counts >= fraction * sizes) & (counts > 0)
             return keep[np.maximum(labels, 0)] & valid
 
+        by_seed = None
         if seed is not None:
             # Every cluster holding a good part of the marker: the marker may be split by a gripper, and the
             # object's body beyond it is most of its cluster.
             counts = np.bincount(labels[valid & seed], minlength=n_labels)
-            if counts.max() == 0:
-                return None
-            keep = counts >= max(1.0, 0.1 * counts.sum())
-            return _with_parts_below(p, labels, keep[np.maximum(labels, 0)] & valid)
-        if tracking:
+            if counts.max() > 0:
+                keep = counts >= max(1.0, 0.1 * counts.sum())
+                by_seed = keep[np.maximum(labels, 0)] & valid
+                if not tracking:  # while tracking, the last object's points bring its parts
+                    by_seed = self._with_parts(p, labels, by_seed)
+        if tracking:  # the seed's clusters and those that continue the last object
             distance, _ = cKDTree(self.object_points_W).query(p, distance_upper_bound=track_radius_m)
-            return clusters_with(np.isfinite(distance), 0.1)
-        if prompt.ndim == 2:
+            return _union(by_seed, clusters_with(np.isfinite(distance), 0.1))
+        if prompt is not None and prompt.ndim == 2:
+            # A box bounds the object at the start, and joins the parts that a seed alone leaves out (a chair
+            # seen from afar: seat and base apart from the marked backrest).
             inside = np.all((p >= prompt[0] - P.box_margin_m) & (p <= prompt[1] + P.box_margin_m), axis=1)
-            chosen = clusters_with(inside, 0.5)
-            return None if chosen is None else chosen & inside  # the box bounds the object at the start
+            by_box = clusters_with(inside, 0.5)
+            return _union(by_seed, None if by_box is None else by_box & inside)
+        if seed is not None or prompt is None:
+            return by_seed
         distance = np.linalg.norm(p - prompt, axis=1)
         distance[~valid] = np.inf
         nearest = int(np.argmin(distance))
         if not np.isfinite(distance[nearest]) or distance[nearest] > PROMPT_POINT_RADIUS_M:
             return None
-        return _with_parts_below(p, labels, labels == labels[nearest])
+        return self._with_parts(p, labels, labels == labels[nearest])
+
+    def _with_parts(self, p: np.ndarray, labels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+        """``chosen`` and the clusters within ``join_gap_m`` of it (a chair's armrest or seat cut off from the
+        marked backrest by a hidden joint), then the clusters wholly under it (its star base). For an object
+        found by a point or a seed: a box prompt bounds the object itself."""
+        gap = self.params.join_gap_m
+        for _ in range(3):  # a part joined may bring the next
+            others = (labels >= 0) & ~chosen
+            if gap <= 0 or not others.any():
+                break
+            distance, _ = cKDTree(p[chosen]).query(p[others], distance_upper_bound=gap)
+            near = np.unique(labels[others][np.isfinite(distance)])
+            if len(near) == 0:
+                break
+            chosen = chosen | np.isin(labels, near)
+        return _with_parts_below(p, labels, chosen)
 
     def _remember_background(self, p: np.ndarray, others: np.ndarray) -> None:
         """Add the above-support points far from the object to the static background."""
@@ -350,8 +374,7 @@ def _check_prompt_in_cloud(p_candidate: np.ndarray, prompt: np.ndarray) -> None:
 def _with_parts_below(p: np.ndarray, labels: np.ndarray, chosen: np.ndarray, margin_m: float = 0.05) -> np.ndarray:
     """``chosen`` and the clusters wholly under it: a chair's star base and casters are seen apart from its
     seat when the gas-lift column is hidden. A cluster joins when its points lie within the chosen points'
-    xy box (grown by ``margin_m``) and no higher than ``margin_m`` above their bottom. Used when the object
-    is first found by a point or a seed (a box prompt bounds the object itself)."""
+    xy box (grown by ``margin_m``) and no higher than ``margin_m`` above their bottom."""
     lo, hi = _bounds(p[chosen])
     others = np.setdiff1d(np.unique(labels[(labels >= 0) & ~chosen]), np.unique(labels[chosen]))
     if len(others) == 0:
@@ -365,6 +388,10 @@ def _with_parts_below(p: np.ndarray, labels: np.ndarray, chosen: np.ndarray, mar
     join = np.zeros(n_labels, dtype=bool)
     join[others] = inside[others] == sizes[others]
     return chosen | (join[np.maximum(labels, 0)] & valid)
+
+
+def _union(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else a if b is None else a | b
 
 
 def _bounds(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

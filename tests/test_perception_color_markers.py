@@ -151,3 +151,30 @@ def test_marker_painted_on_a_rendered_chair_is_found_and_nothing_else():
     colors[painted] = shaded(LIME, np.clip(brightness, 0.2, 1.0))
     found = marker_points(points, colors, LIME, candidate)
     assert np.array_equal(found, painted)
+
+
+@pytest.mark.parametrize("task", ("PickCube", pytest.param("PushChair", marks=pytest.mark.slow)))
+def test_marker_rendered_by_the_env_is_found_and_seeds_the_object(task):
+    """The env paints its own marker (``target_marker_rgb``: the whole pick object, a band over the backrest's
+    top): marker_points finds it on the target only, and the object tracker seeded by it and given the env's
+    noisy prompt box matches the simulator's mask."""
+    import handleit.envs
+    from handleit.envs.markers import DEFAULT_MARKER_RGB
+    from handleit.perception.object_segmentation import ObjectTracker
+    from handleit.sim_robot import SimRobot
+
+    env = handleit.envs.make(task, obs_mode="pointcloud", split="train", target_marker_rgb=DEFAULT_MARKER_RGB)
+    try:
+        obs = SimRobot(env, prompt="box").reset(seed=1)
+    finally:
+        env.close()
+    truth = obs.masks["target" if task == "PickCube" else "target_link"]
+    candidate = ~obs.masks["robot"]
+    marker_rgb = srgb_of_linear(DEFAULT_MARKER_RGB)
+    seed = marker_points(obs.points, obs.colors, marker_rgb, candidate)
+    assert seed.sum() >= 10 and not (seed & ~truth).any()
+    if task == "PickCube":
+        assert (seed == truth).mean() == 1.0  # the whole cube is the marker
+    mask = ObjectTracker("table" if task == "PickCube" else "floor").update(
+        obs.points, candidate, obs.target_prompt_W, seed_mask=seed)
+    assert (mask & truth).sum() / (mask | truth).sum() >= 0.95
