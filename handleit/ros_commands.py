@@ -62,8 +62,10 @@ def _run_ros(args: argparse.Namespace) -> int:
         episode = robot.episode
         result.update(success=bool(episode.get("success")), steps=episode.get("step", 0) - start_step,
                       seed=episode.get("seed"), server=episode.get("result"), stop_reason=report.stop_reason,
-                      error=report.error, failures=report.failures[:5], watchdog_stop_reasons=report.watchdog_stops[:5],
-                      dropped_invalid_points=robot.dropped_invalid_points, **report.tick_stats())
+                      error=report.error, failures=report.failures[:5],
+                      watchdog_stop_reasons=report.watchdog_stops[:5],
+                      dropped_invalid_points=robot.dropped_invalid_points,
+                      failed_node=getattr(solver, "failed_node", None), **report.tick_stats())
     except RosBridgeError as error:
         result.update(success=False, error=str(error))
     finally:

@@ -87,7 +87,8 @@ class Ros1Transport:
         self.types = rm.ros1_message_types()
         if not Ros1Transport._node_started:
             if not self._master_reachable():
-                raise RosBridgeError(f"no ROS master at {rosgraph.get_master_uri()} (start roscore, set ROS_MASTER_URI)")
+                raise RosBridgeError(f"no ROS master at {rosgraph.get_master_uri()} "
+                                     "(start roscore, set ROS_MASTER_URI)")
             # disable_signals: the CLI and the runner handle Ctrl-C and stop the robot themselves.
             self.rospy.init_node(node_name, anonymous=anonymous, disable_signals=True)
             Ros1Transport._node_started = True
@@ -145,7 +146,7 @@ class RosRobot:
         mask_names: UINT8 fields every cloud must carry (the trees read ``target_handle``, ``target_link``,
             ``robot``).
         use_sim_time: stamps and ``now_s()`` follow ``/clock`` (a simulator); None: the master's
-            ``/use_sim_time`` parameter, as rospy does.
+            ``/use_sim_time`` parameter, as rospy does, read when the first joint state has arrived.
         link_check_s: how often the master is checked (s).
         clock_timeout_s: wall seconds without a ``/clock`` tick before the simulated clock counts as stopped.
     """
@@ -157,7 +158,10 @@ class RosRobot:
         self.types: rm.MessageTypes = transport.types
         self.groups = JointGroups.of(model)
         self.mask_names = tuple(mask_names)
-        self.use_sim_time = bool(transport.get_param("/use_sim_time", False)) if use_sim_time is None else use_sim_time
+        # None: read the master's /use_sim_time once the sensors are there (wait_for_data), since a simulator
+        # sets it before it publishes anything; until then the wall clock.
+        self._sim_time_auto = use_sim_time is None
+        self.use_sim_time = bool(use_sim_time)
         self.clock_timeout_s = clock_timeout_s
         self.base_frame = model.base_link_name
         self._kinematics = WholeBodyIK.from_robot_model(model)  # tool poses by forward kinematics
@@ -184,7 +188,7 @@ class RosRobot:
         transport.subscribe(c.joint_states, t.JointState, self._guard("joint_states", self._on_joints))
         transport.subscribe(c.odom, t.Odometry, self._guard("odom", self._on_odom))
         transport.subscribe(c.episode, t.String, self._on_episode)
-        if self.use_sim_time:
+        if self.use_sim_time or self._sim_time_auto:
             transport.subscribe(c.clock, t.Clock, self._guard("clock", self._on_clock))
         self._stop = threading.Event()
         self._link_thread = threading.Thread(target=self._watch_link, args=(link_check_s,), daemon=True,
@@ -288,6 +292,8 @@ class RosRobot:
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
             self._raise_if_fault()
+            if self._sim_time_auto and self._joints is not None:
+                self.use_sim_time = bool(self.transport.get_param("/use_sim_time", False))
             with self._lock:
                 have = [self._cloud, self._joints, self._base] + ([self._sim_time_s] if self.use_sim_time else [])
                 if all(h is not None for h in have):
@@ -374,7 +380,11 @@ class RosRobot:
             v[:2] = v[:2] / excess if excess > 1 else v[:2]
             v[2] = np.clip(v[2], -limits[planar[2]], limits[planar[2]])
             twist = v
-        clip = lambda names: np.clip(qvel[m.index(names)], -limits[m.index(names)], limits[m.index(names)])  # noqa: E731
+
+        def clip(names):
+            index = m.index(names)
+            return np.clip(qvel[index], -limits[index], limits[index])
+
         torso = clip(g.torso) if g.torso else None
         arms = {s: clip(names) for s, names in g.arms.items()}
         return twist, torso, arms, grippers

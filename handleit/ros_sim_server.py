@@ -43,7 +43,8 @@ class SimRobotServer:
         import handleit.envs  # noqa: PLC0415  (heavy: SAPIEN; only the server needs it)
 
         if not 0 < real_time_factor <= 10 or not 0 < camera_hz <= 100:
-            raise ValueError(f"real_time_factor {real_time_factor} must be in (0, 10], camera_hz {camera_hz} in (0, 100]")
+            raise ValueError(f"real_time_factor {real_time_factor} must be in (0, 10], "
+                             f"camera_hz {camera_hz} in (0, 100]")
         self.env = handleit.envs.make(task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps)
         self.robot = SimRobot(self.env)
         self.model = self.robot.model
