@@ -76,12 +76,12 @@ _DEFAULTS = {
     "floor": dict(clearance_m=0.005, voxel_m=0.01, cluster_eps_m=0.03, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.05, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.4,
                   max_object_size_m=1.5, join_gap_m=0.1,
-                  background_voxel_m=0.015, background_margin_m=0.1, plane_distance_m=0.01, max_plane_tilt_rad=0.2),
+                  background_voxel_m=0.015, background_margin_m=0.2, plane_distance_m=0.01, max_plane_tilt_rad=0.2),
     # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
     "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.02, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.04, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.3,
                   max_object_size_m=0.3, join_gap_m=0.03,
-                  background_voxel_m=0.008, background_margin_m=0.05, plane_distance_m=0.003, max_plane_tilt_rad=0.2),
+                  background_voxel_m=0.008, background_margin_m=0.15, plane_distance_m=0.003, max_plane_tilt_rad=0.2),
 }
 
 
