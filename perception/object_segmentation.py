@@ -165,7 +165,9 @@ class ObjectTracker:
             lo, hi = (prompt[0], prompt[1]) if prompt.ndim == 2 else (prompt, prompt)
             if prompt.ndim == 1:
                 lo, hi = lo - PROMPT_POINT_RADIUS_M, hi + PROMPT_POINT_RADIUS_M
-        roi = above & np.all((p >= lo - margin) & (p <= hi + margin), axis=1)
+        roi = np.zeros(n, dtype=bool)  # box tests on the points above the support only (most are floor)
+        above_index = np.flatnonzero(above)
+        roi[above_index] = np.all((p[above_index] >= lo - margin) & (p[above_index] <= hi + margin), axis=1)
         if len(self._background_keys):
             idx = np.flatnonzero(roi)
             static = np.isin(voxel_keys(p[idx], P.background_voxel_m), self._background_keys, assume_unique=False)
@@ -304,9 +306,11 @@ class ObjectTracker:
         """Add the above-support points far from the object to the static background."""
         P = self.params
         lo, hi = _bounds(self.object_points_W)
-        far = others & ~np.all((p >= lo - P.background_margin_m) & (p <= hi + P.background_margin_m), axis=1)
+        index = np.flatnonzero(others)
+        q = p[index]
+        far = ~np.all((q >= lo - P.background_margin_m) & (q <= hi + P.background_margin_m), axis=1)
         if far.any():
-            keys = np.unique(voxel_keys(p[far], P.background_voxel_m))
+            keys = np.unique(voxel_keys(q[far], P.background_voxel_m))
             self._background_keys = np.union1d(self._background_keys, keys)
 
 
