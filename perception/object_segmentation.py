@@ -21,7 +21,8 @@ Per update (:meth:`ObjectTracker.update`):
 4. The object's clusters: those with points inside the prompt box (grown by ``box_margin_m`` for the
    prompt's noise; the object is also clipped to that box at the start) or the one nearest the prompt point;
    with a seed mask (a colour marker seen on the object) the clusters holding the seed points; afterwards,
-   the clusters with points within ``track_radius_m`` of the previous object points.
+   the clusters with points within ``track_radius_m`` of the object points of the last ``memory_updates``
+   updates (a part that the fingers hide for a while, then show again, is taken back).
 
 The bucket's ball: the simulator's "target_link" mask is the bucket alone, and the MoveBucket tree finds the
 ball as the ball-coloured points outside it (``behaviors/bucket_nodes.py``). Pass
@@ -36,6 +37,7 @@ Numpy in, numpy out (world W, z up, metres). Bad input raises
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +62,7 @@ class TrackerParams:
     box_margin_m: float  # a box prompt is grown by this for its noise (3 sigma of 2 cm per coordinate)
     track_radius_m: float  # a cluster continues the object when its points are this close to the last object
     lost_growth_m: float  # ... plus this for each update in a row that found no object (it moved while hidden)
+    memory_updates: int  # ... to the object points of this many last updates (a part hidden for a while)
     max_track_radius_m: float  # ... up to this
     roi_margin_m: float  # clustering looks this far around the prompt or the last object
     max_object_size_m: float  # ... and this far around a seed (a marker may be at one end of the object)
@@ -74,12 +77,12 @@ _DEFAULTS = {
     # The floor under a chair or a bucket: big objects, dense clouds (several cameras, ~5 mm spacing at 1 m).
     # Clearance: the bucket's inner bottom lies 9 mm above the floor.
     "floor": dict(clearance_m=0.005, voxel_m=0.01, cluster_eps_m=0.03, min_cluster_points=1, box_margin_m=0.06,
-                  track_radius_m=0.05, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.4,
+                  track_radius_m=0.05, lost_growth_m=0.01, memory_updates=10, max_track_radius_m=0.3, roi_margin_m=0.4,
                   max_object_size_m=1.5, join_gap_m=0.1,
                   background_voxel_m=0.015, background_margin_m=0.2, plane_distance_m=0.01, max_plane_tilt_rad=0.2),
     # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
     "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.02, min_cluster_points=1, box_margin_m=0.06,
-                  track_radius_m=0.04, lost_growth_m=0.01, max_track_radius_m=0.3, roi_margin_m=0.3,
+                  track_radius_m=0.04, lost_growth_m=0.01, memory_updates=30, max_track_radius_m=0.3, roi_margin_m=0.3,
                   max_object_size_m=0.3, join_gap_m=0.03,
                   background_voxel_m=0.008, background_margin_m=0.15, plane_distance_m=0.003, max_plane_tilt_rad=0.2),
 }
@@ -106,6 +109,9 @@ class ObjectTracker:
         """Forget the support plane, the background and the object (a new episode)."""
         self.plane: np.ndarray | None = None  # (a, b, c, d), upward unit normal
         self.object_points_W: np.ndarray | None = None  # the last object points seen
+        # The object's points (one per voxel) of the last memory_updates updates: an object that the fingers
+        # split in two, or whose far end shows only now and then, is followed by the parts it had.
+        self._recent: deque[np.ndarray] = deque(maxlen=self.params.memory_updates)
         self._background_keys = np.zeros(0, dtype=np.int64)  # sorted voxel keys of static background
         self.lost_updates = 0  # updates in a row that found no object
 
@@ -187,6 +193,7 @@ class ObjectTracker:
             return result
         self.lost_updates = 0
         self.object_points_W = p[result]
+        self._recent.append(_voxel_centres(self.object_points_W, P.voxel_m))
         self._remember_background(p, above & ~result)
         return result
 
@@ -269,7 +276,8 @@ class ObjectTracker:
                 if not tracking:  # while tracking, the last object's points bring its parts
                     by_seed = self._with_parts(p, labels, by_seed)
         if tracking:  # the seed's clusters and those that continue the last object
-            distance, _ = cKDTree(self.object_points_W).query(p, distance_upper_bound=track_radius_m)
+            recent = np.concatenate(list(self._recent))
+            distance, _ = cKDTree(recent).query(p, distance_upper_bound=track_radius_m)
             return _union(by_seed, clusters_with(np.isfinite(distance), 0.1))
         if prompt is not None and prompt.ndim == 2:
             # A box bounds the object at the start, and joins the parts that a seed alone leaves out (a chair
@@ -392,6 +400,14 @@ def _with_parts_below(p: np.ndarray, labels: np.ndarray, chosen: np.ndarray, mar
     join = np.zeros(n_labels, dtype=bool)
     join[others] = inside[others] == sizes[others]
     return chosen | (join[np.maximum(labels, 0)] & valid)
+
+
+def _voxel_centres(p: np.ndarray, voxel_m: float) -> np.ndarray:
+    """One point per occupied voxel (the mean of its points)."""
+    _, inverse = np.unique(voxel_keys(p, voxel_m), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse)
+    return np.stack([np.bincount(inverse, weights=p[:, i]) for i in range(3)], axis=1) / counts[:, None]
 
 
 def _union(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
