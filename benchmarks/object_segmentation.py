@@ -59,12 +59,12 @@ def fixture_arrays(obs, task: str, rng, max_others: int = 5000) -> dict[str, np.
 
 
 def run_episode(task: str, env, seed: int, max_steps: int, every: int, rng, fixtures: Path | None,
-                verbose: bool = False):
+                verbose: bool = False, params: dict | None = None):
     robot = SimRobot(env)
     obs = robot.reset(seed=seed)
     solver = make_tree_solver(task, robot.model)
     solver.reset(obs)
-    tracker = ObjectTracker(SUPPORT[task])
+    tracker = ObjectTracker(SUPPORT[task], **(params or {}))
     prompt = noisy_box(obs.points[obs.masks[truth_key(task)]], rng)
     ious, costs_ms, last, first = [], [], deque(maxlen=3), None
     for step in range(max_steps):
@@ -109,16 +109,23 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=1, help="update the tracker every this many steps")
     parser.add_argument("--save-fixtures", type=Path, default=None, help="folder for object_seg_<task>_*.npz")
     parser.add_argument("--verbose", action="store_true", help="print each update whose IoU is below 0.8")
+    parser.add_argument("--sensor-perturbation", default="",
+                        help="the envs' sensor_perturbation, e.g. depth_noise=0.002")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an ObjectTracker parameter, e.g. clearance_m=0.02 (repeatable)")
     args = parser.parse_args()
+    params = {k: int(v) if k in ("min_cluster_points", "memory_updates") else float(v)
+              for k, v in (item.split("=", 1) for item in args.set)}
     rng = np.random.default_rng(args.seed)
     print(f"IoU over the updates that see at least {MIN_TRUE_POINTS} of the object's points (scored: their number)")
     print("task        episode  IoU start  IoU mean  IoU min  IoU last  scored  ms mean  ms p95  tree success")
     for task in args.tasks.split(","):
-        env = handleit.envs.make(task, obs_mode="pointcloud", split=args.split)
+        env = handleit.envs.make(task, obs_mode="pointcloud", split=args.split,
+                                 sensor_perturbation=args.sensor_perturbation or None)
         for episode in range(args.episodes):
             fixtures = args.save_fixtures if episode == 0 else None
             ious, costs, success = run_episode(task, env, args.seed + episode, args.max_steps, args.every, rng,
-                                               fixtures, args.verbose)
+                                               fixtures, args.verbose, params)
             print(f"{task:<12}{episode:>7}  {ious[0]:9.3f}  {np.nanmean(ious):8.3f}  {np.nanmin(ious):7.3f}"
                   f"  {ious[-1]:8.3f}  {np.isfinite(ious).sum():6d}"
                   f"  {costs[1:].mean():7.1f}  {np.percentile(costs[1:], 95):6.1f}  {success}", flush=True)
