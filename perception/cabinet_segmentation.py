@@ -46,6 +46,10 @@ MAX_DOOR_STEP_RAD = 0.2  # largest door swing between two updates
 MIN_SUPPORT = 20  # fewer face points than this: the part is hidden; keep the last pose
 MOVED_DRAWER_M = 0.02  # a drawer this far out is off the cabinet's plane: its kind and bounds are clear
 MOVED_DOOR_RAD = 0.12  # a door leaf this far open: the same
+# With a handle hint (a colour marker), the face this far beside (u) and above/below (v) the handle is taken as
+# the part's own while its extent is unknown: fronts are at least ~10 cm tall and wider than their handles.
+HANDLE_ANCHOR_U_M = 0.08
+HANDLE_ANCHOR_V_M = 0.03
 
 
 @dataclass
@@ -183,6 +187,7 @@ class CabinetPartTracker:
         self._door_width_m = 0.0
         self._side_guess = -1  # the best hinge side while the kind is not decided yet
         self._handle_box: np.ndarray | None = None  # [2, 2] the handle's (u, v) extent on the closed part
+        self._handle_anchored = False  # the first update had a handle hint: the part's pose follows its handle
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -232,6 +237,7 @@ class CabinetPartTracker:
         q = p[index]
         if self.front is None:
             self._initialise(q, prompt, X_WB, None if hint is None else hint[index])
+            self._handle_anchored = hint is not None and bool(hint[index].any())
         uvs = self.front.coords(q)
         self._track(uvs)
         part_local, handle_local = self._masks(uvs, None if hint is None else hint[index])
@@ -339,6 +345,13 @@ class CabinetPartTracker:
     def _drawer_pose(self, uvs: np.ndarray, in_v: np.ndarray) -> tuple[float, int]:
         (u0, u1), _ = self.front.bounds
         inside = in_v & (uvs[:, 0] >= u0) & (uvs[:, 0] <= u1)
+        if self._handle_anchored and self._handle_box is not None and self.kind is None:
+            # The part's extent is a guess (a marker names the handle, not the part): until the part has moved,
+            # its pose comes from the face around its handle, which is surely the part's, so that the static
+            # neighbours a too-wide guess holds do not pin the estimate to the cabinet's plane.
+            (hu0, hu1), (hv0, hv1) = self._handle_box
+            inside = ((uvs[:, 0] >= hu0 - HANDLE_ANCHOR_U_M) & (uvs[:, 0] <= hu1 + HANDLE_ANCHOR_U_M)
+                      & (uvs[:, 1] >= hv0 - HANDLE_ANCHOR_V_M) & (uvs[:, 1] <= hv1 + HANDLE_ANCHOR_V_M))
         d = self.displacement_m
         return _peak(uvs[inside, 2], d - MAX_DRAWER_STEP_M, d + MAX_DRAWER_STEP_M, 0.004)
 
@@ -482,6 +495,14 @@ class CabinetPartTracker:
         proud = lateral & (depth > self.handle_min_proud_m) & (depth <= self.handle_max_proud_m)
         if hint is not None:
             handle = hint.copy()
+            moved = self.displacement_m >= MOVED_DRAWER_M or self.angle_rad >= MOVED_DOOR_RAD
+            if handle.any() and not moved:  # remembered as the proud clusters' extent is (_handle_clusters)
+                seen = self._closed_uv(uvs[handle])
+                new = np.stack([seen.min(axis=0), seen.max(axis=0)], axis=1)
+                if self._handle_box is not None:
+                    new = np.stack([np.minimum(new[:, 0], self._handle_box[:, 0]),
+                                    np.maximum(new[:, 1], self._handle_box[:, 1])], axis=1)
+                self._handle_box = new
         else:
             handle = self._handle_clusters(uvs, proud)
         return part | proud & handle, handle
