@@ -31,6 +31,7 @@ from typing import Any
 from handleit.envs.sensor_model import parse_perturbation
 from handleit.ms3_adapter import ManiSkill3Robot
 from handleit.perception.segmenters import SIMULATOR
+from handleit.realtime_sim import RealtimeEpisodes, split_perturbation
 from handleit.sim_robot import SimRobot
 from handleit.solvers import make_solver
 from handleit.types import DEFAULT_MARKER_RGB
@@ -95,6 +96,7 @@ class _EpisodeRunner:
 
     def __init__(self):
         self._envs: dict[tuple, Any] = {}
+        self._realtime = RealtimeEpisodes()  # episodes with real-time keys in their perturbation
 
     def env(self, spec: EpisodeSpec):
         import handleit.envs
@@ -128,6 +130,13 @@ class _EpisodeRunner:
         frames = []
         robot = None
         try:
+            realtime, sensor_text = split_perturbation(spec.perturb)
+            if realtime is not None:  # the robot does not wait for the tree: handleit.realtime_sim (no video)
+                self._realtime.run(spec, record, realtime, sensor_text=sensor_text,
+                                   sim_masks=spec.segmenter == SIMULATOR,
+                                   target_marker_rgb=DEFAULT_MARKER_RGB if spec.segmenter == COLOR_MARKER else None)
+                record.wall_time_s = time.perf_counter() - start
+                return record
             env = self.env(spec)
             if spec.task.startswith(MS3_PREFIX):
                 robot = ManiSkill3Robot(env)
@@ -383,10 +392,15 @@ class _LogProgress:
 # Summary
 # ----------------------------------------------------------------------------------------------------
 def canonical_perturbation(text: str) -> str:
-    """The canonical text of a perturbation ("" for none), so that records of one perturbation share a key."""
+    """The canonical text of a perturbation ("" for none), so that records of one perturbation share a key: the
+    env's sensor keys (``envs/sensor_model``), then the real-time keys (``handleit.realtime_sim``), if any."""
     if not text or text.strip().lower() == "none":
         return ""
-    return str(parse_perturbation(text))
+    realtime, sensor_text = split_perturbation(text)
+    if realtime is None:
+        return str(parse_perturbation(sensor_text))
+    sensor = str(parse_perturbation(sensor_text)) if sensor_text else "none"
+    return ",".join(([] if sensor == "none" else [sensor]) + [str(realtime)])
 
 
 def _condition(r) -> str:

@@ -174,8 +174,9 @@ class RealtimeRunner:
                 self.report.tick_wall_s.append(elapsed)
                 self.report.ticks += 1
                 # An overrun: the robot's clock moved on by more than a period during the tick (on a
-                # simulator's clock at a real-time factor below 1 the wall budget is longer than the period).
-                self.report.overruns += self.clock.now_s() - clock_start > self.period_s
+                # simulator's clock at a real-time factor below 1 the wall budget is longer than the period). A
+                # simulated clock moves in whole periods: a tolerance keeps one period's rounding from counting.
+                self.report.overruns += self.clock.now_s() - clock_start > self.period_s * (1 + 1e-6)
                 # A late tick does not try to catch up (that would send a burst of commands): next tick one
                 # period from now when behind.
                 t_next = max(t_next + self.period_s, self.clock.now_s())
