@@ -10,7 +10,8 @@ Real time, honestly: a step without rendering costs about 1 ms here, a step that
 about 55 ms (CPU, software Vulkan). The simulated clock runs at ``--real-time-factor`` times the wall
 clock; when a camera step overruns, the next steps catch up (physics keeps going while a camera works), and
 when the server falls more than 0.25 s behind it lets go of the schedule and counts a slip. The achieved
-real-time factor is printed and published with the episode info.
+real-time factor is printed and published with the episode info. The stepping loop
+(:class:`~handleit.realtime_sim.PacedStepLoop`) is shared with the real-time robot without ROS.
 
 ``run-ros`` builds the task's RobotModel from the bundled robot description (the env's own, so the URDF and
 joint groups match the simulator), connects a :class:`~handleit.ros_robot.RosRobot` and ticks the task's
@@ -27,11 +28,10 @@ import time
 import numpy as np
 
 from handleit import ros_messages as rm
+from handleit.realtime_sim import PacedStepLoop, step_sim_robot
 from handleit.ros_robot import JointGroups, RosContract
 from handleit.sim_robot import SimRobot
 from handleit.types import Command
-
-MAX_LAG_S = 0.25  # wall seconds behind the schedule before the server lets go of it (counted as a slip)
 
 
 class SimRobotServer:
@@ -51,7 +51,8 @@ class SimRobotServer:
         self.groups = JointGroups.of(self.model)
         self.task, self.seed, self.max_steps = task, seed, max_steps
         self.dt_s = self.model.control_dt_s
-        self.camera_every = max(1, round(1.0 / (camera_hz * self.dt_s)))
+        self.loop = PacedStepLoop(self.dt_s, real_time_factor, camera_hz)
+        self.camera_every = self.loop.camera_every
         self.rtf, self.command_timeout_s = real_time_factor, command_timeout_s
         self.transport, self.contract, self.types = transport, contract, transport.types
         c, t = contract, self.types
@@ -115,16 +116,8 @@ class SimRobotServer:
         return Command(qvel=qvel, gripper=gripper)
 
     def _step(self, command: Command, render: bool) -> None:
-        # Only camera steps render: the env renders in every step, so the others run in its "state" mode
-        # (1 ms instead of ~55 ms). The env offers no switch for this; flipping obs_mode is this server's
-        # stop-gap (reported: envs/ should offer a step without the observation).
-        base = self.env.unwrapped
-        if not render:
-            base.obs_mode = "state"
-        try:
-            self.robot.act(command)
-        finally:
-            base.obs_mode = "pointcloud"
+        # Only camera steps render (see step_sim_robot: the others run in the env's "state" mode).
+        step_sim_robot(self.robot, command, render)
 
     def _publish_state(self, render: bool) -> None:
         t = self.types
@@ -156,38 +149,26 @@ class SimRobotServer:
         self.robot.reset(seed=self.seed)
         self.publish_episode(real_time_factor=None)
         self._publish_state(render=True)
-        period_wall = self.dt_s / self.rtf
         wall0 = time.monotonic()
         steps0 = self.robot.steps
-        next_wall = wall0
-        step_wall, render_wall = [], []
-        while not self.robot.done and not stop.is_set():
-            next_wall += period_wall
-            delay = next_wall - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            elif -delay > MAX_LAG_S:
-                self.slips += 1
-                next_wall = time.monotonic()
-            start = time.perf_counter()
-            # The first step renders too: gymnasium's env checker inspects the first step's observation.
-            render = self.robot.steps == 0 or (self.robot.steps + 1) % self.camera_every == 0
+
+        def step(render: bool) -> None:
             self._step(self.command(), render)
             self.sim_time_s += self.dt_s
             self._publish_state(render)
-            (render_wall if render else step_wall).append(time.perf_counter() - start)
             if self.robot.steps % 10 == 0 or self.robot.done:
                 achieved = (self.robot.steps - steps0) * self.dt_s / max(time.monotonic() - wall0, 1e-9)
                 self.publish_episode(real_time_factor=achieved)
-        achieved = (self.robot.steps - steps0) * self.dt_s / max(time.monotonic() - wall0, 1e-9)
+
+        pacing = self.loop.run(step, done=lambda: self.robot.done, stop=stop)
+        self.slips += pacing.slips
+        period_wall = self.dt_s / self.rtf
         result = {"task": self.task, "seed": self.seed, "success": bool(self.robot.info.get("success", False)),
                   "steps": self.robot.steps, "real_time_factor_target": self.rtf,
-                  "real_time_factor": achieved, "slips": self.slips,
-                  "step_ms_median": 1e3 * float(np.median(step_wall)) if step_wall else None,
-                  "camera_step_ms_median": 1e3 * float(np.median(render_wall)) if render_wall else None,
-                  "camera_hz_sim": 1.0 / (self.camera_every * self.dt_s),
-                  "command_errors": self.command_errors[:5]}
-        self.publish_episode(real_time_factor=achieved, result=result)
+                  "real_time_factor": pacing.real_time_factor, "slips": self.slips,
+                  "step_ms_median": pacing.step_ms_median, "camera_step_ms_median": pacing.camera_step_ms_median,
+                  "camera_hz_sim": self.loop.camera_hz, "command_errors": self.command_errors[:5]}
+        self.publish_episode(real_time_factor=pacing.real_time_factor, result=result)
         # Keep the clock and sensors alive a moment so that the client reads the end; the robot stands still.
         end = time.monotonic() + hold_s
         while time.monotonic() < end and not stop.is_set():
