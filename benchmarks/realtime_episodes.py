@@ -1,0 +1,103 @@
+"""The trees in real time against the simulated robot that does not wait (handleit.realtime_sim), beside lockstep.
+
+For each task, N episodes on the same seeds twice: lockstep (``handleit eval``'s loop: the env waits for every
+tick) and real time (the env in its own process on its own clock, at ``rtf`` simulated seconds per wall second,
+with the camera rate and latencies of ``--perturb``). Prints success side by side, and for the real-time runs the
+tick time (wall ms, and the same on the simulated clock: wall x the factor reached, against the 10 ms control
+period), the overruns of the control period (ticks during which the robot's clock moved on by more than a
+period), ticks per control step, the factor reached, slips, watchdog stops and stale ticks. Records go to
+``OUT/records.jsonl`` (``--resume`` reuses them), so a run can be continued or re-read with ``--report-only``.
+
+    .venv/bin/python benchmarks/realtime_episodes.py --task PickCube --episodes 2 \\
+        --perturb latency=0.1,camera_hz=15 --out outputs/realtime_bench
+
+Planning nodes are not yet timed apart from the other ticks: the solver's tick time is the whole tree's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from handleit.evaluation import EpisodeRecord, canonical_perturbation, episode_specs, run_episodes
+from handleit.realtime_sim import split_perturbation
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="PickCube", help="bundled tasks, comma-separated")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--episodes", type=int, default=2)
+    parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--solver", default="bt")
+    parser.add_argument("--segmenter", default="simulator")
+    parser.add_argument("--perturb", default="latency=0",
+                        help="the real-time run's --perturb (at least one of latency, command_latency, camera_hz, "
+                             "rtf; sensor keys may be mixed in)")
+    parser.add_argument("--workers", type=int, default=1, help="1: the real-time runs are not slowed by another")
+    parser.add_argument("--out", default="outputs/realtime_bench")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--report-only", action="store_true", help="print the table of OUT's records")
+    args = parser.parse_args()
+    perturb = canonical_perturbation(args.perturb)
+    if split_perturbation(perturb)[0] is None:
+        parser.error(f"--perturb {args.perturb!r} has no real-time key (latency, command_latency, camera_hz, rtf)")
+    records_path = Path(args.out) / "records.jsonl"
+    tasks = [t.strip() for t in args.task.split(",") if t.strip()]
+    if args.report_only:
+        records = [EpisodeRecord(**json.loads(line)) for line in records_path.read_text().splitlines() if line]
+    else:
+        specs = []
+        for task in tasks:
+            for condition in ("", perturb):  # lockstep first, then real time, same seeds
+                specs += episode_specs(task, args.split, args.episodes, args.solver, args.max_steps, args.seed,
+                                       segmenter=args.segmenter, perturb=condition)
+        records = run_episodes(specs, records_path, workers=args.workers, resume=args.resume)
+    print(table(records, perturb))
+
+
+def table(records: list[EpisodeRecord], perturb: str) -> str:
+    """Markdown: per task, lockstep and real-time success on the seeds run both ways, and the real-time ticks."""
+    runs: dict[str, dict[str, dict[tuple, EpisodeRecord]]] = defaultdict(lambda: defaultdict(dict))
+    for r in records:
+        if r.perturb in ("", perturb):
+            runs[r.task][r.perturb][(r.split, r.seed, r.model_id, r.max_steps)] = r
+    lines = [f"real time: {perturb}", "",
+             "| task | episodes | lockstep | real time | tick median / p99 / max, wall ms | same on the simulated "
+             "clock, ms | overruns of 10 ms | ticks per step | factor reached | slips | watchdog stops | "
+             "stale ticks | errors |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for task, by_perturb in sorted(runs.items()):
+        lock, real = by_perturb.get("", {}), by_perturb.get(perturb, {})
+        shared = sorted(set(lock) & set(real))
+        if not shared:
+            continue
+        rts = [real[k].diagnostics.get("realtime", {}) for k in shared]
+        ticks_ms = np.concatenate([np.asarray(d.get("tick_wall_ms", []), float) for d in rts] + [np.zeros(0)])
+        sim_ms = np.concatenate([np.asarray(d.get("tick_wall_ms", []), float) * d.get("real_time_factor", np.nan)
+                                 for d in rts] + [np.zeros(0)])
+        n_ticks = sum(d.get("ticks", 0) for d in rts)
+        overruns = sum(d.get("overruns", 0) for d in rts)
+        steps = sum(d.get("sim_steps", 0) for d in rts)
+        factors = [d["real_time_factor"] for d in rts if "real_time_factor" in d]
+
+        def stats(x):
+            return "-" if not len(x) else f"{np.median(x):.1f} / {np.percentile(x, 99):.1f} / {x.max():.0f}"
+
+        lines.append(
+            f"| {task} | {len(shared)} | {sum(lock[k].success for k in shared)}/{len(shared)} | "
+            f"{sum(real[k].success for k in shared)}/{len(shared)} | {stats(ticks_ms)} | {stats(sim_ms)} | "
+            f"{overruns} ({overruns / max(n_ticks, 1):.1%}) | {n_ticks / max(steps, 1):.2f} | "
+            f"{min(factors, default=float('nan')):.2f}-{max(factors, default=float('nan')):.2f} | "
+            f"{sum(d.get('slips', 0) for d in rts)} | {sum(d.get('watchdog_stops', 0) for d in rts)} | "
+            f"{sum(d.get('stale_ticks', 0) for d in rts)} | {sum(real[k].error is not None for k in shared)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
