@@ -75,13 +75,14 @@ class TrackerParams:
 
 _DEFAULTS = {
     # The floor under a chair or a bucket: big objects, dense clouds (several cameras, ~5 mm spacing at 1 m).
-    # Clearance: the bucket's inner bottom lies 9 mm above the floor.
+    # Clearances suit the simulator's exact depth (the bucket's inner bottom lies 9 mm above the floor, a cube's
+    # lowest side points 3 mm above the table); a real depth sensor needs them above its noise (clearance_m=).
     "floor": dict(clearance_m=0.005, voxel_m=0.01, cluster_eps_m=0.03, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.05, lost_growth_m=0.01, memory_updates=10, max_track_radius_m=0.3, roi_margin_m=0.4,
                   max_object_size_m=1.5, join_gap_m=0.1,
                   background_voxel_m=0.015, background_margin_m=0.2, plane_distance_m=0.01, max_plane_tilt_rad=0.2),
     # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
-    "table": dict(clearance_m=0.004, voxel_m=0.004, cluster_eps_m=0.02, min_cluster_points=1, box_margin_m=0.06,
+    "table": dict(clearance_m=0.002, voxel_m=0.004, cluster_eps_m=0.02, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.04, lost_growth_m=0.01, memory_updates=30, max_track_radius_m=0.3, roi_margin_m=0.3,
                   max_object_size_m=0.3, join_gap_m=0.03,
                   background_voxel_m=0.008, background_margin_m=0.15, plane_distance_m=0.003, max_plane_tilt_rad=0.2),
