@@ -21,11 +21,12 @@ from py_trees.common import Status
 
 from handleit.perception.handle_grasps import CLEARANCE_M as GRASP_CLEARANCE_M
 from handleit.perception.handle_grasps import FINGERTIP_CLEARANCE_M, flipped_grasp_pose, pregrasp_pose
-from handleit.perception.handle_points import HandleAccumulator
+from handleit.perception.handle_points import HandleAccumulator, estimate_handle_frame
 from handleit.perception.open_state import OpenStateEstimator
 from handleit.perception.point_cloud import estimate_front_normal, voxel_downsample
 from handleit.types import Grasp, Observation
 
+from .background import BackgroundPlanning
 from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
@@ -141,9 +142,11 @@ class WaitForHandle(Skill):
         return Status.SUCCESS if handle.ready else Status.RUNNING
 
 
-class PlanGrasp(Skill):
+class PlanGrasp(BackgroundPlanning, Skill):
     """Predict grasps on the merged handle points, then find, in rank order (offset by the attempt number),
-    the first whose pregrasp and grasp poses whole-body IK can reach. FAILURE when none is reachable."""
+    the first whose pregrasp and grasp poses whole-body IK can reach. FAILURE when none is reachable.
+    In real time (``tools.realtime``) the planning runs off the tick thread, the robot held still meanwhile
+    (behaviors/background.py)."""
 
     def __init__(self, name, tools, max_candidates: int = 6, base_keep_out_m: float | None = None,
                  pregrasp_distance_m: float = PREGRASP_DISTANCE_M, hook_knobs: bool = False):
@@ -156,26 +159,35 @@ class PlanGrasp(Skill):
         self.pregrasp_distance_m = pregrasp_distance_m
         self.hook_knobs = hook_knobs
 
-    def update(self):
-        obs: Observation = self.bb.observation
+    def snapshot(self) -> dict:
+        """What planning reads, copied: Perceive keeps merging handle points while a background plan runs."""
+        normal = self.bb.front_normal_W
+        return {"observation": self.bb.observation, "handle_points_W": np.array(self.bb.handle.points),
+                "front_normal_W": None if normal is None else np.array(normal), "attempt": self.bb.attempt,
+                "hinge": self.bb.hinge}
+
+    def plan(self, snap: dict) -> tuple[str, object]:
+        """("fail", why) or ("grasp", (grasp, X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp)); no blackboard."""
+        obs: Observation = snap["observation"]
+        handle_points_W, front_normal_W = snap["handle_points_W"], snap["front_normal_W"]
         grasps = self.tools.grasp_predictor.predict(
-            obs.points, obs.masks, handle_points_W=self.bb.handle.points, front_normal_W=self.bb.front_normal_W,
+            obs.points, obs.masks, handle_points_W=handle_points_W, front_normal_W=front_normal_W,
             X_WB=obs.X_WB,
         )
         if not grasps:
-            return self.fail("no grasp fits the handle points")
-        if self.hook_knobs and self.bb.front_normal_W is not None:
-            frame = self.bb.handle.handle_frame(self.bb.front_normal_W)
+            return "fail", "no grasp fits the handle points"
+        if self.hook_knobs and front_normal_W is not None:
+            frame = estimate_handle_frame(handle_points_W, front_normal_W)
             if frame.shape == "compact":
                 link = obs.points[obs.masks["target_link"] & ~obs.masks["target_handle"]]
                 grasps = [hooked_knob_grasp(g, link) for g in grasps]
-        offset = self.bb.attempt % len(grasps)
+        offset = snap["attempt"] % len(grasps)
         ordered = grasps[offset:] + grasps[:offset]
         ik, side = self.tools.ik, self.tools.side
         base_joints = self.tools.model.base_joint_names
         keep_out = None
-        if self.base_keep_out_m is not None and self.bb.hinge is not None:
-            p_W, _, radius_m = self.bb.hinge
+        if self.base_keep_out_m is not None and snap["hinge"] is not None:
+            p_W, _, radius_m = snap["hinge"]
             keep_out = (p_W, radius_m + self.base_keep_out_m)
         # SNOPT is local: goals needing a large wrist roll are found from starts with the wrist rolled.
         wrist = self.tools.arm_index[-1]
@@ -200,12 +212,20 @@ class PlanGrasp(Skill):
                 if not final.success:
                     reasons.append(f"grasp: {final.message}")
                     continue
-                self.bb.grasp, self.bb.X_WG_grasp, self.bb.X_WG_pregrasp = grasp, X_WG, X_WP
-                self.bb.grasp_tolerance_G = grasp_tolerance_G(self.bb.handle.points, X_WG, grasp.width_m)
-                self.bb.q_pregrasp, self.bb.q_grasp = pre.q, final.q
-                self.feedback_message = f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 2)}"
-                return Status.SUCCESS
-        return self.fail(f"IK failed for {len(ordered[: self.max_candidates])} grasps ({reasons[-1] if reasons else ''})")
+                tolerance_G = grasp_tolerance_G(handle_points_W, X_WG, grasp.width_m)
+                return "grasp", (grasp, X_WG, X_WP, tolerance_G, pre.q, final.q)
+        return "fail", f"IK failed for {len(ordered[: self.max_candidates])} grasps ({reasons[-1] if reasons else ''})"
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        grasp, X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp = value
+        self.bb.grasp, self.bb.X_WG_grasp, self.bb.X_WG_pregrasp = grasp, X_WG, X_WP
+        self.bb.grasp_tolerance_G = tolerance_G
+        self.bb.q_pregrasp, self.bb.q_grasp = q_pregrasp, q_grasp
+        self.feedback_message = f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 2)}"
+        return Status.SUCCESS
 
 
 def hooked_knob_grasp(grasp: Grasp, front_points_W: np.ndarray) -> Grasp:
@@ -242,30 +262,42 @@ def grasp_tolerance_G(handle_points_W: np.ndarray, X_WG: np.ndarray, width_m: fl
     return np.array([x, y, 0.004])
 
 
-class PlanArmPath(Skill):
+class PlanArmPath(BackgroundPlanning, Skill):
     """Re-plan (after a blocked move): reach the pose under ``pose_key`` with the arm alone from where the base
     stands (IK), and find a collision-free arm path there with mplib's RRTConnect, the observed point cloud
     (robot points removed) as the collision world. Writes the path and the new target; FAILURE when IK or
-    the planner finds nothing."""
+    the planner finds nothing. In real time (``tools.realtime``) off the tick thread (behaviors/background.py)."""
 
     def __init__(self, name, tools, target_key: str, pose_key: str, planning_time_s: float = 0.5):
         super().__init__(name, tools, reads=("observation", pose_key, "attempt"), writes=(target_key, "arm_path"))
         self.target_key, self.pose_key, self.planning_time_s = target_key, pose_key, planning_time_s
 
-    def update(self):
-        obs: Observation = self.bb.observation
+    def snapshot(self) -> dict:
+        return {"observation": self.bb.observation, "X_WG": np.array(self.bb.get(self.pose_key)),
+                "attempt": self.bb.attempt}
+
+    def plan(self, snap: dict) -> tuple[str, object]:
+        """("fail", why) or ("path", (q_target, q_path)); no blackboard."""
+        obs: Observation = snap["observation"]
         tools, side = self.tools, self.tools.side
-        reach = tools.ik.solve(obs.qpos, {side: self.bb.get(self.pose_key)}, fixed_joints=tools.model.base_joint_names)
+        reach = tools.ik.solve(obs.qpos, {side: snap["X_WG"]}, fixed_joints=tools.model.base_joint_names)
         if not reach.success:
-            return self.fail(f"IK failed with the base where it is: {reach.message}")
+            return "fail", f"IK failed with the base where it is: {reach.message}"
         obstacles = voxel_downsample(obs.points[~obs.masks["robot"]], OBSTACLE_VOXEL_M)
         plan = tools.motion_planner().plan_to_configuration(
-            obs.qpos, reach.q, obstacles, planning_time_s=self.planning_time_s, base_fixed=True, seed=self.bb.attempt)
+            obs.qpos, reach.q, obstacles, planning_time_s=self.planning_time_s, base_fixed=True, seed=snap["attempt"])
         if not plan.success:
-            return self.fail(f"no collision-free arm path: {plan.message}")
-        self.bb.set(self.target_key, reach.q)
-        self.bb.arm_path = plan.q_path
-        self.feedback_message = f"{len(plan.q_path)} waypoints"
+            return "fail", f"no collision-free arm path: {plan.message}"
+        return "path", (reach.q, plan.q_path)
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        q_target, q_path = value
+        self.bb.set(self.target_key, q_target)
+        self.bb.arm_path = q_path
+        self.feedback_message = f"{len(q_path)} waypoints"
         return Status.SUCCESS
 
 

@@ -37,6 +37,7 @@ class Tools:
     sides: tuple[str, ...] = ()  # every arm the tree drives (default: just ``side``); dual-arm trees use both
     failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)
     failure_reasons: list[str] = field(default_factory=list)  # "node: why", in the same order
+    realtime: bool = False  # planning nodes plan off the tick thread, the robot held still (behaviors/background.py)
 
     def __post_init__(self):
         m = self.model

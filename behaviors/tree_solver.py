@@ -61,13 +61,17 @@ class TreeSolver:
             reads. Only ``simulator`` reads the simulator's masks.
         segment_target: what the tree targets ("cabinet_part", "floor_object", "table_object").
         segmenter_kwargs: passed to the segmenter's factory (e.g. ``marker_rgb`` for ``color_marker``).
+        realtime: plan off the tick thread (behaviors/background.py: the cabinet trees' grasp and arm-path
+            planning so far); False (lockstep) plans in the tick. Read at ``reset()``.
     """
 
     def __init__(self, task: str, model: RobotModel, build: Callable[[Tools], py_trees.behaviour.Behaviour],
                  grasp_predictor: str = "antipodal", side: str = "right", sides: tuple[str, ...] = (),
                  blackboard: dict[str, Any] | None = None, segmenter: str = SIMULATOR,
-                 segment_target: str = "cabinet_part", segmenter_kwargs: dict[str, Any] | None = None):
+                 segment_target: str = "cabinet_part", segmenter_kwargs: dict[str, Any] | None = None,
+                 realtime: bool = False):
         self.name, self.task, self.model, self.build = "bt", task, model, build
+        self.realtime = realtime
         self.segmenter_name = segmenter
         self.segmenter = get_segmenter(segmenter, segment_target, model, **(segmenter_kwargs or {}))
         missing = [m for m in TARGET_MASKS[segment_target] if m not in self.segmenter.mask_names]
@@ -90,6 +94,7 @@ class TreeSolver:
             grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
             sides=self.sides,
             motion_planner=lambda: arm_motion_planner(self.model, self.side), segmenter=self.segmenter,
+            realtime=self.realtime,
         )
         self.segmenter.reset()
         self.root = with_segmentation(self.build(self.tools), self.tools, self.segmenter_name)

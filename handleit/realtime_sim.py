@@ -664,21 +664,33 @@ def _close_fds(*fds: int) -> None:
 # One evaluation episode in real time (handleit.evaluation branches here)
 # ----------------------------------------------------------------------------------------------------
 class _FailedNodes:
-    """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``)."""
+    """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``), and
+    per step whether a planning node planned (its plan ran in the tick, completed, or runs in the background)."""
 
     def __init__(self, solver):
         self.solver = solver
         self.failures: list[str] = []
+        self.planning_ticks: list[bool] = []  # per solver step
+        self._planners: list = []
 
     def reset(self, observation: Observation) -> None:
         self.solver.reset(observation)
+        root = getattr(self.solver, "root", None)
+        self._planners = [n for n in root.iterate() if hasattr(n, "planning")] if root is not None else []
 
     def step(self, observation: Observation) -> Command:
+        before = sum(len(getattr(n, "plan_wall_s", ())) for n in self._planners)
         command = self.solver.step(observation)
+        after = sum(len(getattr(n, "plan_wall_s", ())) for n in self._planners)
+        self.planning_ticks.append(after > before or any(n.planning() for n in self._planners))
         node = getattr(self.solver, "failed_node", None)
         if node and (not self.failures or self.failures[-1] != node):
             self.failures.append(node)
         return command
+
+    def plans(self) -> list[dict[str, Any]]:
+        """Each plan of the episode: node and wall seconds."""
+        return [{"node": n.name, "wall_s": round(t, 4)} for n in self._planners for t in getattr(n, "plan_wall_s", ())]
 
 
 def runner_max_age_s(settings: RealtimeSettings) -> dict[str, float]:
@@ -689,10 +701,12 @@ def runner_max_age_s(settings: RealtimeSettings) -> dict[str, float]:
 
 class RealtimeEpisodes:
     """Runs evaluation episodes in real time, one :class:`RealtimeSimRobot` process kept per env configuration
-    (the child builds its env once, as the lockstep workers keep theirs)."""
+    (the child builds its env once, as the lockstep workers keep theirs). ``background_planning``: a tree
+    solver plans off the tick thread (its ``realtime`` flag, behaviors/background.py)."""
 
-    def __init__(self, watchdog_timeout_s: float = DEFAULT_WATCHDOG_TIMEOUT_S):
+    def __init__(self, watchdog_timeout_s: float = DEFAULT_WATCHDOG_TIMEOUT_S, background_planning: bool = True):
         self.watchdog_timeout_s = watchdog_timeout_s
+        self.background_planning = background_planning
         self._robots: dict[tuple, RealtimeSimRobot] = {}
 
     def robot(self, spec, settings: RealtimeSettings, sensor_perturbation: SensorPerturbation | None,
@@ -725,6 +739,8 @@ class RealtimeEpisodes:
             robot.reset(spec.seed, spec.model_id)
             record.target_link = robot.target_link
             solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
+            if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)
+                solver.realtime = self.background_planning
             tracked = _FailedNodes(solver)
             runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / robot.model.control_dt_s,
                                     max_age_s=runner_max_age_s(settings), watchdog_timeout_s=self.watchdog_timeout_s)
@@ -748,6 +764,10 @@ class RealtimeEpisodes:
         if hasattr(solver, "diagnostics"):
             record.diagnostics = solver.diagnostics()
         record.diagnostics["realtime"] = realtime_diagnostics(settings, report, result)
+        rt = record.diagnostics["realtime"]
+        rt["background_planning"] = bool(getattr(solver, "realtime", False))
+        rt["plans"] = tracked.plans()
+        rt["planning_tick"] = [int(p) for p in tracked.planning_ticks]  # per solver step (solver_wall_ms)
         return record
 
     def close(self) -> None:

@@ -211,3 +211,97 @@ def test_evaluation_runs_an_episode_in_real_time_and_records_it():
     assert 0 < rt["ticks"] <= record.steps + 1 and len(rt["tick_wall_ms"]) == rt["ticks"]
     assert rt["tick_max_s"] >= rt["tick_median_s"] > 0 and rt["overruns"] <= rt["ticks"]
     assert rt["real_time_factor"] > 0 and rt["commands_received"] > 0
+
+
+# -- planning off the tick thread (behaviors/background.py) -------------------------------------------------
+def _tools(realtime: bool):
+    from pathlib import Path
+
+    from handleit.behaviors.common import Tools
+    from handleit.types import RobotModel
+
+    joints = ("base_x", "arm_1", "arm_2", "finger_1", "finger_2")
+    model = RobotModel(urdf_path=Path("none.urdf"), srdf_path=Path("none.srdf"), joint_names=joints,
+                       joint_limits=np.tile([-1.0, 1.0], (5, 1)), velocity_limits=np.ones(5),
+                       base_joint_names=("base_x",), arm_joint_names={"right": ("arm_1", "arm_2")},
+                       finger_joint_names={"right": ("finger_1", "finger_2")}, tcp_link_names={"right": "tcp"},
+                       base_link_name="base")
+    return Tools(model=model, ik=None, pid=None, tracking_pid=None, grasp_predictor=None,
+                 namespace=f"/bg_test_{realtime}_{time.monotonic_ns()}", realtime=realtime)
+
+
+def _planning_node(tools, release: threading.Event):
+    from py_trees.common import Status
+
+    from handleit.behaviors.background import BackgroundPlanning
+    from handleit.behaviors.common import Skill
+
+    class DoublePlan(BackgroundPlanning, Skill):
+        """Reads ``value``, plans 2 * value (waiting for ``release``), writes ``result``."""
+
+        def __init__(self):
+            super().__init__("double plan", tools, reads=("value",), writes=("result", "command"))
+            self.plan_threads: list[str] = []
+
+        def snapshot(self):
+            return self.bb.value
+
+        def plan(self, value):
+            self.plan_threads.append(threading.current_thread().name)
+            release.wait(timeout=60)
+            return 2 * value
+
+        def apply(self, result):
+            self.bb.result = result
+            return Status.SUCCESS
+
+    import py_trees
+
+    writer = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("value", "result", "command"):
+        writer.register_key(key, access=py_trees.common.Access.WRITE)
+    writer.value, writer.result, writer.command = 1, None, None
+    return DoublePlan(), writer
+
+
+def test_planning_node_in_lockstep_plans_in_the_tick():
+    from py_trees.common import Status
+
+    release = threading.Event()
+    release.set()
+    node, bb = _planning_node(_tools(realtime=False), release)
+    node.tick_once()
+    assert node.status == Status.SUCCESS and bb.result == 2 and bb.command is None
+    assert node.plan_threads == [threading.current_thread().name]
+
+
+def test_planning_node_in_real_time_holds_still_until_the_plan_is_done_and_cancels_when_stopped():
+    from py_trees.common import Status
+
+    from handleit.behaviors.background import HOLD_STILL_FEEDBACK
+
+    release = threading.Event()
+    node, bb = _planning_node(_tools(realtime=True), release)
+    node.tick_once()
+    assert node.status == Status.RUNNING and node.planning()
+    assert HOLD_STILL_FEEDBACK in node.feedback_message
+    assert not np.any(bb.command.qvel) and bb.command.gripper == {"right": "hold"}  # hold still, said so
+    bb.value = 100  # the blackboard moves on; the plan works on its snapshot
+    node.tick_once()
+    assert node.status == Status.RUNNING and bb.result is None
+    job = node._job
+    release.set()
+    assert job.join(timeout_s=30)
+    node.tick_once()
+    assert node.status == Status.SUCCESS and bb.result == 2 and not node.planning()
+    assert node.plan_threads[0] != threading.current_thread().name and len(node.plan_wall_s) == 1
+    # Interrupted while planning: terminate() cancels, the dropped result is never written.
+    release.clear()
+    bb.result = None
+    node.tick_once()
+    job = node._job
+    node.stop(Status.INVALID)
+    assert job.cancelled and not node.planning()
+    release.set()
+    assert job.join(timeout_s=30)
+    assert bb.result is None

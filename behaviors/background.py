@@ -1,0 +1,119 @@
+"""Planning off the tick thread, in the shape of py_trees_ros's action clients.
+
+In real time (``Tools.realtime``) no tick may take longer than the control period, but grasp planning, IK and
+mplib take up to seconds. A planning node then sends its work once to a worker thread with a snapshot of what
+it reads (the blackboard goes on changing: Perceive keeps merging handle points), reports RUNNING while the
+work runs and commands zero velocity meanwhile, saying so in its feedback ("planning in the background:
+holding still"), writes the result on the tick the work completes, and cancels the work in ``terminate()``
+when it is interrupted. In lockstep (the default) the same three steps run in the tick, so the results and
+the episode are what they were.
+
+A node splits its work in three: ``snapshot()`` (tick thread: copy what it reads), ``plan(snapshot)`` (worker:
+no blackboard access, returns a result) and ``apply(result) -> Status`` (tick thread: write the blackboard).
+
+Cancelling cannot interrupt the C++ solvers (Drake's SNOPT, mplib's OMPL): the abandoned work runs to its end
+and its result is dropped. Background jobs run one at a time (a lock), so that a new plan never shares the
+IK and the planner (one per robot and process) with an abandoned one; nodes that use them in the tick thread
+run only after a planning node has succeeded, that is after its job ended. Drake and mplib hold Python's GIL
+in chunks while they solve (measured: up to ~0.14 s of mplib, a few ms of IK), so a tick may still wait that
+long for the GIL; the real-time runner counts those ticks as overruns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from py_trees.common import Status
+
+HOLD_STILL_FEEDBACK = "planning in the background: holding still"
+# One background plan at a time per process: the IK and the motion planner are shared (tree_solver's cache).
+_PLANNING_LOCK = threading.Lock()
+
+
+class BackgroundJob:
+    """``work(snapshot)`` on a daemon thread; ``done()``, ``result()`` (re-raises its exception), ``cancel()``."""
+
+    def __init__(self, work: Callable[[Any], Any], snapshot: Any, name: str = "plan"):
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self.cancelled = False
+        self.started_s = time.perf_counter()
+        self.wall_s: float | None = None  # how long the work took (set when done)
+
+        def run() -> None:
+            with _PLANNING_LOCK:
+                if self.cancelled:
+                    self._done.set()
+                    return
+                try:
+                    self._result = work(snapshot)
+                except BaseException as error:  # noqa: BLE001  handed to the tick thread by result()
+                    self._error = error
+                finally:
+                    self.wall_s = time.perf_counter() - self.started_s
+                    self._done.set()
+
+        self._thread = threading.Thread(target=run, name=f"handleit-{name}", daemon=True)
+        self._thread.start()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> Any:
+        if not self._done.is_set():
+            raise RuntimeError("the background job has not finished")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def cancel(self) -> None:
+        """Drop the result; work not yet started does not start (running C++ solvers finish on their own)."""
+        self.cancelled = True
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        self._thread.join(timeout_s)
+        return self._done.is_set()
+
+
+class BackgroundPlanning:
+    """Mixin for a :class:`~behaviors.common.Skill` that plans: subclasses define ``snapshot()``, ``plan()``
+    and ``apply()`` (module docstring) and put this class first among their bases."""
+
+    _job: BackgroundJob | None = None
+    plan_wall_s: list[float]  # wall seconds of each completed background plan (diagnostics)
+
+    def update(self) -> Status:
+        if not hasattr(self, "plan_wall_s"):
+            self.plan_wall_s = []
+        if not getattr(self.tools, "realtime", False):  # lockstep: in the tick, as before
+            start = time.perf_counter()
+            result = self.plan(self.snapshot())
+            self.plan_wall_s.append(time.perf_counter() - start)
+            return self.apply(result)
+        if self._job is None:
+            self._job = BackgroundJob(self.plan, self.snapshot(), name=self.name)
+            self._hold_ticks = 0
+        if not self._job.done():
+            self._hold_ticks += 1
+            self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
+            self.feedback_message = (f"{HOLD_STILL_FEEDBACK} ({self._hold_ticks} ticks, "
+                                     f"{time.perf_counter() - self._job.started_s:.2f} s)")
+            return Status.RUNNING
+        job, self._job = self._job, None
+        self.plan_wall_s.append(job.wall_s)
+        return self.apply(job.result())
+
+    def planning(self) -> bool:
+        """A background plan is running (the node holds the robot still)."""
+        return self._job is not None
+
+    def terminate(self, new_status: Status) -> None:
+        if self._job is not None:  # interrupted (or stopped) while the plan runs: cancel it
+            self._job.cancel()
+            self._job = None
+        super().terminate(new_status)
