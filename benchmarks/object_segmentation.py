@@ -7,8 +7,14 @@ ball by its colour, as its tree does. ``--save-fixtures DIR`` writes the downsam
 tests use (tests/data/object_seg_*.npz): the first frame, and a pair of frames two steps apart at the
 end of the episode (the object moved, held by the robot).
 
-    .venv/bin/python benchmarks/object_segmentation.py --tasks PushChair,MoveBucket,PickCube,PickObject \
-        --episodes 2 --max-steps 200
+    .venv/bin/python benchmarks/object_segmentation.py --episodes 2 --max-steps 300 --split test --seed 100
+
+Measured (2 test episodes per task, one update per control step, idle machine): IoU at the start / mean over
+the episode / lowest: PushChair 1.000 / 0.999 / 0.996, MoveBucket 0.996-0.998 / 0.998 / 0.992, PickCube
+1.000 / 1.000 / 1.000, PickObject 0.98-1.00 / 0.988-0.999 / 0.895; ms per call 21 (chair, 192k points), 10
+(bucket), 1.5-2 (tabletop, 16k). Under ``--sensor-perturbation depth_noise=0.002,edge_dropout=1`` the default
+clearances (for exact depth) fail (PushChair mean 0.60, MoveBucket 0.51); with ``--set clearance_m=0.03 --set
+plane_distance_m=0.02`` PushChair 0.999, MoveBucket 0.876 (its inner bottom and lowest 3 cm go with the floor).
 """
 
 from __future__ import annotations
