@@ -86,9 +86,16 @@ def find_marker(colors, marker_rgb, *, hue_tolerance_deg: float = HUE_TOLERANCE_
     """
     c = check_colors(colors)
     target = _marker_hsv(marker_rgb, min_saturation, min_value)
-    hsv = rgb_to_hsv(c.astype(np.float64) / 255.0)
+    # Saturation and value in integers first (a whole cloud is ~192,000 points; few are saturated and bright),
+    # then the hue of those alone.
+    mx = c.max(axis=1).astype(np.int16)
+    delta = mx - c.min(axis=1)
+    maybe = np.flatnonzero((mx >= min_value * 255.0) & (delta >= min_saturation * mx) & (delta > 0))
+    hsv = rgb_to_hsv(c[maybe].astype(np.float64) / 255.0)
     hue_gap = np.abs((hsv[:, 0] - target[0] + 180.0) % 360.0 - 180.0)
-    return (hue_gap <= hue_tolerance_deg) & (hsv[:, 1] >= min_saturation) & (hsv[:, 2] >= min_value)
+    found = np.zeros(len(c), dtype=bool)
+    found[maybe] = (hue_gap <= hue_tolerance_deg) & (hsv[:, 1] >= min_saturation) & (hsv[:, 2] >= min_value)
+    return found
 
 
 def marker_points(points_W, colors, marker_rgb, candidate_mask, min_points: int = 10, cluster_eps_m: float = 0.03,
