@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from py_trees.common import Status
+from py_trees.common import Access, Status
 
 HOLD_STILL_FEEDBACK = "planning in the background: holding still"
 # One background plan at a time per process: the IK and the motion planner are shared (tree_solver's cache).
@@ -96,6 +96,8 @@ class BackgroundPlanning:
             self.plan_wall_s.append(time.perf_counter() - start)
             return self.apply(result)
         if self._job is None:
+            # The node commands while it plans (hold still): write access to the command, real time only.
+            self.bb.register_key("command", access=Access.WRITE)
             self._job = BackgroundJob(self.plan, self.snapshot(), name=self.name)
             self._hold_ticks = 0
         if not self._job.done():

@@ -26,7 +26,7 @@ readings once they are visible; the ground truth (success) comes back at the end
 only, never through :meth:`RealtimeSimRobot.observe`.
 
 ``--perturb`` keys (:func:`split_perturbation`): ``latency=0.1`` (sensor latency, s), ``command_latency=0.05``
-(s), ``camera_hz=15``, ``rtf=0.25``; they mix with the env's sensor keys (``depth_noise=...``), which
+(s), ``camera_hz=15``, ``rtf=0.25``, ``planning=inline`` (default ``background``); they mix with the env's sensor keys (``depth_noise=...``), which
 ``envs/sensor_model.parse_perturbation`` reads. Any of them runs the episode through this robot.
 """
 
@@ -60,7 +60,7 @@ DEFAULT_REAL_TIME_FACTOR = 0.25  # simulated s per wall s: a camera step (~55 ms
 DEFAULT_COMMAND_TIMEOUT_S = 0.1  # simulated s after it took effect before a command counts as zero (cmd_vel)
 DEFAULT_WATCHDOG_TIMEOUT_S = 0.25  # wall s without a completed tick before the runner commands zero velocity
 START_TIMEOUT_S = 300.0  # wall s for the child to import SAPIEN, build the env and reset (slow on a loaded CPU)
-REALTIME_KEYS = ("latency", "command_latency", "camera_hz", "rtf")
+REALTIME_KEYS = ("latency", "command_latency", "camera_hz", "rtf", "planning")
 _EPS_S = 1e-9  # simulated times are sums of 0.01 s steps: compare them with this tolerance
 
 
@@ -75,12 +75,15 @@ class RealtimeSettings:
     ``command_latency_s``: a command takes effect this long after it was sent [s].
     ``camera_hz``: point clouds per simulated second (rounded to a whole number of control steps).
     ``real_time_factor``: simulated seconds per wall second the child's clock runs at.
+    ``background_planning``: a tree plans off the tick thread (behaviors/background.py); False (``planning=inline``)
+    plans in the tick as in lockstep, to measure what that costs.
     """
 
     sensor_latency_s: float = 0.0
     command_latency_s: float = 0.0
     camera_hz: float = DEFAULT_CAMERA_HZ
     real_time_factor: float = DEFAULT_REAL_TIME_FACTOR
+    background_planning: bool = True
 
     def __post_init__(self):
         for name in ("sensor_latency_s", "command_latency_s"):
@@ -93,16 +96,18 @@ class RealtimeSettings:
             raise ValueError(f"RealtimeSettings.real_time_factor must be in (0, 10], got {self.real_time_factor!r}")
 
     def describe(self) -> str:
-        """The canonical text: every key, fixed order (``split_perturbation(s.describe())[0] == s``)."""
+        """The canonical text: every key, fixed order, ``planning`` only when inline (not the default)
+        (``split_perturbation(s.describe())[0] == s``)."""
         return (f"latency={_num(self.sensor_latency_s)},command_latency={_num(self.command_latency_s)},"
-                f"camera_hz={_num(self.camera_hz)},rtf={_num(self.real_time_factor)}")
+                f"camera_hz={_num(self.camera_hz)},rtf={_num(self.real_time_factor)}"
+                + ("" if self.background_planning else ",planning=inline"))
 
     def __str__(self) -> str:
         return self.describe()
 
 
 _FIELD_OF_KEY = {"latency": "sensor_latency_s", "command_latency": "command_latency_s", "camera_hz": "camera_hz",
-                 "rtf": "real_time_factor"}
+                 "rtf": "real_time_factor", "planning": "background_planning"}
 
 
 def split_perturbation(text: str | None) -> tuple[RealtimeSettings | None, str]:
@@ -137,7 +142,11 @@ def split_perturbation(text: str | None) -> tuple[RealtimeSettings | None, str]:
     return settings, ",".join(rest)
 
 
-def _parse_value(key: str, value: str, token: str) -> float:
+def _parse_value(key: str, value: str, token: str) -> float | bool:
+    if key == "planning":
+        if value.lower() not in ("background", "inline"):
+            raise ValueError(f"real-time perturbation token {token!r}: planning is 'background' or 'inline'")
+        return value.lower() == "background"
     per_unit = 1.0
     if key in ("latency", "command_latency"):
         lower = value.lower()
@@ -701,12 +710,10 @@ def runner_max_age_s(settings: RealtimeSettings) -> dict[str, float]:
 
 class RealtimeEpisodes:
     """Runs evaluation episodes in real time, one :class:`RealtimeSimRobot` process kept per env configuration
-    (the child builds its env once, as the lockstep workers keep theirs). ``background_planning``: a tree
-    solver plans off the tick thread (its ``realtime`` flag, behaviors/background.py)."""
+    (the child builds its env once, as the lockstep workers keep theirs)."""
 
-    def __init__(self, watchdog_timeout_s: float = DEFAULT_WATCHDOG_TIMEOUT_S, background_planning: bool = True):
+    def __init__(self, watchdog_timeout_s: float = DEFAULT_WATCHDOG_TIMEOUT_S):
         self.watchdog_timeout_s = watchdog_timeout_s
-        self.background_planning = background_planning
         self._robots: dict[tuple, RealtimeSimRobot] = {}
 
     def robot(self, spec, settings: RealtimeSettings, sensor_perturbation: SensorPerturbation | None,
@@ -740,7 +747,7 @@ class RealtimeEpisodes:
             record.target_link = robot.target_link
             solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
             if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)
-                solver.realtime = self.background_planning
+                solver.realtime = settings.background_planning
             tracked = _FailedNodes(solver)
             runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / robot.model.control_dt_s,
                                     max_age_s=runner_max_age_s(settings), watchdog_timeout_s=self.watchdog_timeout_s)

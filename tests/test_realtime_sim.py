@@ -39,6 +39,10 @@ def test_real_time_keys_split_from_the_sensor_keys_in_canonical_form():
     assert split_perturbation("latency=100ms,command_latency=50ms")[0] == RealtimeSettings(0.1, 0.05)
     assert split_perturbation("depth_noise=0.005") == (None, "depth_noise=0.005")
     assert split_perturbation("") == (None, "") and split_perturbation("none") == (None, "")
+    # planning in the tick, to measure what it costs: a key of its own, in the canonical text only when inline
+    inline = split_perturbation("planning=Inline,latency=0")[0]
+    assert not inline.background_planning and str(inline).endswith(",planning=inline")
+    assert split_perturbation(str(inline))[0] == inline
     # latency=0 is a real-time run (the robustness table's 0 ms row), not "no perturbation"
     assert split_perturbation("latency=0")[0] == RealtimeSettings(camera_hz=DEFAULT_CAMERA_HZ)
 
@@ -62,7 +66,8 @@ def test_canonical_perturbation_accepts_sensor_only_and_mixed_text():
     ("camera_hz=0", "camera_hz"),
     ("rtf=20", "real_time_factor"),
     ("latency=0.1,,rtf=0.5", "empty token"),
-    ("latency=0.1,depht_noise=0.1", "'depht_noise'"),  # a misspelt sensor key: the env's parser names it
+    ("latency=0.1,depht_noise=0.1", "'depht_noise'"),
+    ("planning=later", "'planning=later'"),  # a misspelt sensor key: the env's parser names it
 ])
 def test_bad_perturbation_text_is_a_clear_error_naming_the_token(text, names):
     with pytest.raises(ValueError) as error:
@@ -240,7 +245,7 @@ def _planning_node(tools, release: threading.Event):
         """Reads ``value``, plans 2 * value (waiting for ``release``), writes ``result``."""
 
         def __init__(self):
-            super().__init__("double plan", tools, reads=("value",), writes=("result", "command"))
+            super().__init__("double plan", tools, reads=("value",), writes=("result",))  # as PlanGrasp's
             self.plan_threads: list[str] = []
 
         def snapshot(self):
