@@ -147,6 +147,9 @@ class RealtimeRunner:
                     self.report.stop_reason = "until() is true"
                     break
                 self.clock.sleep_until(t_next)
+                if until is not None and until():  # e.g. the episode ended while this loop waited for the clock
+                    self.report.stop_reason = "until() is true"
+                    break
                 start, clock_start = time.perf_counter(), self.clock.now_s()
                 observation = self.robot.observe()
                 stale = self.stale_reason(observation)
@@ -178,8 +181,8 @@ class RealtimeRunner:
                 # simulated clock moves in whole periods: a tolerance keeps one period's rounding from counting.
                 self.report.overruns += self.clock.now_s() - clock_start > self.period_s * (1 + 1e-6)
                 # A late tick does not try to catch up (that would send a burst of commands): next tick one
-                # period from now when behind.
-                t_next = max(t_next + self.period_s, self.clock.now_s())
+                # period after this one started when behind (on a stepped clock, never twice at one reading).
+                t_next = max(t_next + self.period_s, clock_start + self.period_s)
             else:
                 self.report.stop_reason = self.report.stop_reason or "stop()"
         except Exception as error:  # noqa: BLE001  any failure: the robot must not keep moving
