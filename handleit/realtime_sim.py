@@ -702,6 +702,24 @@ class _FailedNodes:
         return [{"node": n.name, "wall_s": round(t, 4)} for n in self._planners for t in getattr(n, "plan_wall_s", ())]
 
 
+def _warm_up(solver, first: Observation) -> str:
+    """Build what a tree builds on first use (the IK at reset, the motion planner at the first re-plan: seconds
+    of parsing that hold the GIL) before the robot's clock starts, as a robot's software starts before it
+    moves. The runner resets the solver again at its first tick (cheap once built). Returns what was done."""
+    if not hasattr(solver, "tools"):
+        return "nothing to build"
+    start = time.perf_counter()
+    solver.reset(first)
+    done = "reset"
+    try:
+        if solver.tools is not None and solver.tools.motion_planner is not None:
+            solver.tools.motion_planner()
+            done += ", motion planner"
+    except Exception as error:  # noqa: BLE001  a tree that never plans arm paths may have no planner
+        done += f", no motion planner ({type(error).__name__}: {error})"
+    return f"{done} in {time.perf_counter() - start:.1f} s"
+
+
 def runner_max_age_s(settings: RealtimeSettings) -> dict[str, float]:
     """The freshness limits for a robot whose readings arrive ``sensor_latency_s`` late by design: the
     runner's defaults on top of that latency (stale means later than the robot's known latency)."""
@@ -743,11 +761,12 @@ class RealtimeEpisodes:
             sensor = dataclasses.replace(parse_perturbation(sensor_text), horizon_steps=spec.max_steps)
         robot = self.robot(spec, settings, sensor, sim_masks, target_marker_rgb)
         try:
-            robot.reset(spec.seed, spec.model_id)
+            first = robot.reset(spec.seed, spec.model_id)
             record.target_link = robot.target_link
             solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
             if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)
                 solver.realtime = settings.background_planning
+            warm_up = _warm_up(solver, first)
             tracked = _FailedNodes(solver)
             runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / robot.model.control_dt_s,
                                     max_age_s=runner_max_age_s(settings), watchdog_timeout_s=self.watchdog_timeout_s)
@@ -774,6 +793,7 @@ class RealtimeEpisodes:
         rt = record.diagnostics["realtime"]
         rt["background_planning"] = bool(getattr(solver, "realtime", False))
         rt["plans"] = tracked.plans()
+        rt["warm_up"] = warm_up
         rt["planning_tick"] = [int(p) for p in tracked.planning_ticks]  # per solver step (solver_wall_ms)
         return record
 
