@@ -26,8 +26,9 @@ readings once they are visible; the ground truth (success) comes back at the end
 only, never through :meth:`RealtimeSimRobot.observe`.
 
 ``--perturb`` keys (:func:`split_perturbation`): ``latency=0.1`` (sensor latency, s), ``command_latency=0.05``
-(s), ``camera_hz=15``, ``rtf=0.25``, ``planning=inline`` (default ``background``); they mix with the env's sensor keys (``depth_noise=...``), which
-``envs/sensor_model.parse_perturbation`` reads. Any of them runs the episode through this robot.
+(s), ``camera_hz=15``, ``rtf=0.25``, ``planning=inline`` (default ``background``); they mix with the env's sensor
+keys (``depth_noise=...``), which ``envs/sensor_model.parse_perturbation`` reads. Any of them runs the episode
+through this robot.
 """
 
 from __future__ import annotations
