@@ -23,7 +23,8 @@ import numpy as np
 import sapien
 from gymnasium import spaces
 
-from .cameras import CameraConfig, CameraRig, depth_image, extrinsic_cv, fuse_point_cloud, mobile_base_cameras
+from .cameras import (CameraConfig, CameraRig, color_uint8, depth_image, extrinsic_cv, fuse_point_cloud,
+                      mobile_base_cameras)
 from .collision_groups import ROBOT_BIT, add_ignore_bit
 from .controllers import CONTROL_MODES, ControlConfig, make_controller
 from .mobile_panda import MobilePanda
@@ -372,8 +373,7 @@ class MobileManipulationEnv(gym.Env):
             self._render_camera = cam
         self.scene.update_render()
         self._render_camera.take_picture()
-        color = self._render_camera.get_picture("Color")[..., :3]
-        return (np.clip(color, 0, 1) * 255 + 0.5).astype(np.uint8)
+        return color_uint8(self._render_camera.get_picture("Color"))
 
     def _render_camera_pose(self) -> sapien.Pose:
         return look_at(eye=[-3.0, -1.6, 2.2], target=[-0.6, 0.0, 0.5])

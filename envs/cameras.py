@@ -78,7 +78,7 @@ class CameraRig:
                 dict(
                     p_C=pos_seg[..., :3].astype(np.float32) * np.float32(1e-3),  # the shader writes millimetres
                     shape_id=pos_seg[..., 3],
-                    rgb=(np.clip(color[..., :3], 0, 1) * 255 + 0.5).astype(np.uint8),
+                    rgb=color_uint8(color),
                     X_WC_gl=np.asarray(cam.get_model_matrix(), dtype=np.float32),
                     K=np.asarray(cam.get_intrinsic_matrix(), dtype=np.float32),
                     near_m=np.float32(cam.near),
@@ -86,6 +86,16 @@ class CameraRig:
                 )
             )
         return images
+
+
+def color_uint8(picture: np.ndarray) -> np.ndarray:
+    """A camera's ``Color`` picture as uint8 rgb. SAPIEN's picture format is a process-wide setting: floats by
+    default, but ManiSkill3 sets ``r8g8b8a8unorm`` when it builds an env (its minimal shader pack), and every
+    camera of the process then hands back uint8; clipping those to [0, 1] would leave 0 or 255 per channel."""
+    rgb = picture[..., :3]
+    if rgb.dtype == np.uint8:
+        return np.ascontiguousarray(rgb)
+    return (np.clip(rgb, 0, 1) * 255 + 0.5).astype(np.uint8)
 
 
 def fuse_point_cloud(images: list[dict[str, np.ndarray]], X_FW: np.ndarray | None = None):
