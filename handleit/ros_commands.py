@@ -11,6 +11,8 @@ import json
 import sys
 import time
 
+import numpy as np
+
 
 def _serve_ros(args: argparse.Namespace) -> int:
     """Publish a bundled env as a ROS robot on the contract's topics, in real time (simulated /clock)."""
@@ -48,9 +50,19 @@ def _run_ros(args: argparse.Namespace) -> int:
     env = handleit.envs.make(args.task, obs_mode="pointcloud")
     model = robot_model_of(env)  # the same description files and joint groups as the simulator's
     env.close()
+    prompt = None
+    if args.prompt:
+        values = [float(v) for v in args.prompt.split(",")]
+        if len(values) not in (3, 6):
+            print("handleit run-ros: --prompt takes x,y,z or xmin,ymin,zmin,xmax,ymax,zmax (world, m)",
+                  file=sys.stderr)
+            return 2
+        prompt = np.reshape(values, (3,) if len(values) == 3 else (2, 3))
     transport = Ros1Transport("handleit_tree")
-    robot = RosRobot(model, transport)
-    solver = make_solver(args.solver, args.task, model)
+    # A segmenter other than "simulator" makes the masks itself: the cloud need not carry mask fields.
+    mask_fields = {"mask_names": ()} if args.segmenter != "simulator" else {}
+    robot = RosRobot(model, transport, target_prompt_W=prompt, **mask_fields)
+    solver = make_solver(args.solver, args.task, model, segmenter=args.segmenter)
     result: dict = {"task": args.task}
     try:
         robot.wait_for_data(timeout_s=args.wait)
@@ -91,6 +103,12 @@ def add_commands(sub) -> None:
     run = sub.add_parser("run-ros", help=_run_ros.__doc__)
     run.add_argument("--task", default="OpenCabinetDrawer")
     run.add_argument("--solver", default="bt", help="as for handleit eval (bt, idle, ...)")
+    run.add_argument("--segmenter", default="simulator",
+                     help="the masks the tree reads: simulator (mask fields of the cloud), geometric, color_marker "
+                          "(from the cloud alone; see README 'Masks from the sensors')")
+    run.add_argument("--prompt", default="",
+                     help="the operator's prompt for the geometric segmenter: x,y,z or xmin,ymin,zmin,xmax,ymax,zmax "
+                          "in the world frame (m)")
     run.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the robot's first sensor data")
     run.add_argument("--max-seconds", type=float, default=600.0, help="wall-clock limit of the run")
     run.add_argument("--watchdog-timeout", type=float, default=1.0,

@@ -153,8 +153,12 @@ class RosRobot:
 
     def __init__(self, model: RobotModel, transport, contract: RosContract = RosContract(),
                  mask_names: tuple[str, ...] = rm.MASK_NAMES, use_sim_time: bool | None = None,
-                 link_check_s: float = 0.5, clock_timeout_s: float = 2.0):
+                 link_check_s: float = 0.5, clock_timeout_s: float = 2.0,
+                 target_prompt_W: np.ndarray | None = None):
         self.model, self.transport, self.contract = model, transport, contract
+        # The operator's prompt naming the target (a world point [3] or box [2, 3]), handed on in every
+        # observation for the geometric segmenter.
+        self.target_prompt_W = None if target_prompt_W is None else np.asarray(target_prompt_W, dtype=np.float64)
         self.types: rm.MessageTypes = transport.types
         self.groups = JointGroups.of(model)
         self.mask_names = tuple(mask_names)
@@ -327,7 +331,8 @@ class RosRobot:
         X_WT = {s: X_WR @ self._kinematics.tcp_pose(qpos, s) for s in m.tcp_link_names}
         return Observation(time_s=joints.stamp_s, points=cloud.points, colors=cloud.colors,
                            masks={k: cloud.masks[k] for k in self.mask_names}, frame=self.contract.world_frame,
-                           joint_names=m.joint_names, qpos=qpos, qvel=qvel, X_WB=base.X_WB, X_WT=X_WT)
+                           joint_names=m.joint_names, qpos=qpos, qvel=qvel, X_WB=base.X_WB, X_WT=X_WT,
+                           target_prompt_W=self.target_prompt_W)
 
     def act(self, command: Command) -> None:
         """Publish one command; a bad command (shape, NaN) or a fault publishes zero velocity and raises."""
