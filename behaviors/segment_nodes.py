@@ -31,14 +31,25 @@ class Segment(Skill):
     """Replace the observation on the blackboard by one whose masks are the segmenter's. Points that are not
     finite (an organized cloud's invalid pixels) are dropped first, and counted in the feedback. On a
     SegmentationError the target masks are empty (the robot's too when the error came before it was
-    computed) and ``segmentation_error`` holds the message for "target found?". Always SUCCESS."""
+    computed) and ``segmentation_error`` holds the message for "target found?". A cloud seen on the last tick
+    again (a camera slower than the control rate) keeps its masks. Always SUCCESS."""
 
     def __init__(self, name: str, tools: Tools):
         super().__init__(name, tools, reads=("observation",), writes=("observation", "segmentation_error"))
+        self._last = None  # (the cloud last segmented, its observation with masks, the error): reused below
 
     def update(self) -> Status:
         obs: Observation = self.bb.observation
         segmenter = self.tools.segmenter
+        if self._last is not None and obs.points is self._last[0]:
+            # The same cloud as on the last tick (a real-time robot's camera runs slower than the control
+            # rate and hands on its newest cloud): its masks are still its masks; segment once per cloud.
+            _, segmented, error = self._last
+            self.bb.observation = dataclasses.replace(obs, points=segmented.points, colors=segmented.colors,
+                                                      masks=segmented.masks)
+            self.bb.segmentation_error = error
+            return Status.SUCCESS
+        cloud = obs.points
         finite = np.isfinite(obs.points).all(axis=1) if len(obs.points) else np.zeros(0, dtype=bool)
         dropped = int(len(finite) - finite.sum())
         if dropped:
@@ -52,6 +63,7 @@ class Segment(Skill):
             masks = {name: np.zeros(n, dtype=bool) for name in segmenter.mask_names}
             self.bb.segmentation_error = str(error)
         self.bb.observation = dataclasses.replace(obs, masks=masks)
+        self._last = (cloud, self.bb.observation, self.bb.segmentation_error)
         found = ", ".join(f"{k} {int(v.sum())}" for k, v in masks.items())
         self.feedback_message = found + (f"; {dropped} invalid points dropped" if dropped else "")
         return Status.SUCCESS

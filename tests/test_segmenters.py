@@ -175,3 +175,27 @@ def test_with_another_segmenter_the_tree_sees_no_simulator_masks_and_looks_again
         assert segmented["target_link"].any() and segmented["robot"].any()
     finally:
         unregister_segmenter("test_spy")
+
+
+def test_a_cloud_seen_again_keeps_its_masks_and_is_segmented_once(drawer):
+    """A real-time robot's camera runs slower than the control rate: ticks between its frames hand on the
+    same cloud, which is segmented once."""
+    register_segmenter("test_spy", replace=True)(_Spy)
+    try:
+        robot, obs = _observation(drawer, sim_masks=False)
+        solver = make_tree_solver("OpenCabinetDrawer", robot.model, segmenter="test_spy")
+        solver.reset(obs)
+        _Spy.seen.clear()
+        solver.step(obs)
+        first = solver.bb.observation.masks
+        later = dataclasses.replace(obs, qpos=obs.qpos + 0.001, time_s=obs.time_s + 0.01)  # new joints, same cloud
+        solver.step(later)
+        assert len(_Spy.seen) == 1
+        assert solver.bb.observation.qpos[0] == later.qpos[0]
+        for name in first:
+            np.testing.assert_array_equal(solver.bb.observation.masks[name], first[name])
+        robot.act(solver.step(later))
+        solver.step(robot.observe())  # a new cloud: segmented again
+        assert len(_Spy.seen) == 2
+    finally:
+        unregister_segmenter("test_spy")
