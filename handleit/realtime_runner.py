@@ -20,6 +20,7 @@ reason)``, and ``now_s()`` (the robot's clock: a simulator's ``/clock``); withou
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from handleit.control.latency import predicted_joint_positions
 from handleit.types import Command, Observation, RobotInterface
 
 FRESHNESS_CHECK = "observation fresh?"
@@ -63,6 +65,7 @@ class RunReport:
     overruns: int = 0  # ticks during which the clock advanced by more than the control period
     stale_ticks: int = 0  # ticks where the observation was not fresh (zero velocity commanded)
     failures: list[dict[str, Any]] = field(default_factory=list)  # {"check", "reason", "time_s"}
+    predicted_ages_s: list[float] = field(default_factory=list)  # per tick: how far the state was predicted
     watchdog_stops: list[dict[str, Any]] = field(default_factory=list)  # {"reason", "wall_s"}
     error: str | None = None  # what ended the run, if it did not end normally
     stop_reason: str = ""
@@ -92,7 +95,8 @@ class RealtimeRunner:
     """
 
     def __init__(self, robot: RobotInterface, solver, *, rate_hz: float = 100.0, clock=None,
-                 max_age_s: float | dict[str, float] | None = None, watchdog_timeout_s: float = 0.25):
+                 max_age_s: float | dict[str, float] | None = None, watchdog_timeout_s: float = 0.25,
+                 compensate_latency: bool = True):
         if rate_hz <= 0 or watchdog_timeout_s <= 0:
             raise ValueError(f"rate_hz ({rate_hz}) and watchdog_timeout_s ({watchdog_timeout_s}) must be > 0")
         self.robot, self.solver = robot, solver
@@ -103,6 +107,10 @@ class RealtimeRunner:
         self.max_age_s = max_age_s if max_age_s is not None else (
             dict(DEFAULT_MAX_AGE_S) if hasattr(robot, "sensor_stamps_s") else DEFAULT_OBSERVATION_MAX_AGE_S)
         self.watchdog_timeout_s = watchdog_timeout_s
+        # Late joint states moved on by the commands sent since their stamp (handleit.control.latency): the tree
+        # acts on where the robot is now, not where it was when measured.
+        self.compensate_latency = compensate_latency
+        self._sent: list[tuple[float, np.ndarray]] = []  # (clock time, qvel) of the commands of the last second
         self.report = RunReport()
         self._lock = threading.Lock()  # guards the heartbeat and the stopped flag
         self._last_tick_wall = time.monotonic()
@@ -163,6 +171,8 @@ class RealtimeRunner:
                     if not reset:
                         self.solver.reset(observation)
                         reset = True
+                    if self.compensate_latency:
+                        observation = self._predicted(observation, clock_start)
                     command = self.solver.step(observation)
                     self.report.solver_wall_s.append(time.perf_counter() - solver_start)
                 with self._lock:
@@ -173,6 +183,9 @@ class RealtimeRunner:
                         self._stopped_by_watchdog = False
                     self._last_tick_wall = time.monotonic()
                 self.robot.act(command)
+                self._sent.append((self.clock.now_s(), np.asarray(command.qvel, dtype=np.float64)))
+                while self._sent and self._sent[0][0] < self._sent[-1][0] - 1.0:
+                    self._sent.pop(0)
                 elapsed = time.perf_counter() - start
                 self.report.tick_wall_s.append(elapsed)
                 self.report.ticks += 1
@@ -196,6 +209,31 @@ class RealtimeRunner:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _predicted(self, observation: Observation, now_s: float) -> Observation:
+        """The observation with its joint positions, base pose and tool poses moved on from its stamp to now by
+        the commands sent since (base x/y velocities are in the world, as the trees command them; the tool
+        poses follow the base only). The fingers are not predicted (gripper commands are not velocities)."""
+        model = getattr(self.robot, "model", None)
+        if model is None or not self._sent or now_s <= observation.time_s:
+            return observation
+        fingers = set(n for names in model.finger_joint_names.values() for n in names)
+        joints = [i for i, n in enumerate(model.joint_names) if n not in fingers]
+        self.report.predicted_ages_s.append(now_s - observation.time_s)
+        q = predicted_joint_positions(observation.qpos, observation.time_s, now_s, self._sent, joints=joints)
+        X_WB, X_WT = observation.X_WB, observation.X_WT
+        if len(model.base_joint_names) >= 3:
+            x, y, yaw = model.index(model.base_joint_names[:3])
+            dx, dy, dyaw = q[x] - observation.qpos[x], q[y] - observation.qpos[y], q[yaw] - observation.qpos[yaw]
+            c, s = np.cos(dyaw), np.sin(dyaw)
+            # The base's motion in the world: a turn about the base's position, then a shift.
+            T = np.eye(4)
+            T[:2, :2] = [[c, -s], [s, c]]
+            p = X_WB[:2, 3]
+            T[:2, 3] = p - T[:2, :2] @ p + np.array([dx, dy])
+            X_WB = T @ X_WB
+            X_WT = {side: T @ X for side, X in X_WT.items()}
+        return dataclasses.replace(observation, qpos=q, X_WB=X_WB, X_WT=X_WT)
 
     # -- safety ---------------------------------------------------------------------------------------
     def _safe_stop(self, reason: str) -> None:

@@ -61,7 +61,7 @@ DEFAULT_REAL_TIME_FACTOR = 0.25  # simulated s per wall s: a camera step (~55 ms
 DEFAULT_COMMAND_TIMEOUT_S = 0.1  # simulated s after it took effect before a command counts as zero (cmd_vel)
 DEFAULT_WATCHDOG_TIMEOUT_S = 0.25  # wall s without a completed tick before the runner commands zero velocity
 START_TIMEOUT_S = 300.0  # wall s for the child to import SAPIEN, build the env and reset (slow on a loaded CPU)
-REALTIME_KEYS = ("latency", "command_latency", "camera_hz", "rtf", "planning")
+REALTIME_KEYS = ("latency", "command_latency", "camera_hz", "rtf", "planning", "compensation")
 _EPS_S = 1e-9  # simulated times are sums of 0.01 s steps: compare them with this tolerance
 
 
@@ -78,6 +78,8 @@ class RealtimeSettings:
     ``real_time_factor``: simulated seconds per wall second the child's clock runs at.
     ``background_planning``: a tree plans off the tick thread (behaviors/background.py); False (``planning=inline``)
     plans in the tick as in lockstep, to measure what that costs.
+    ``compensate_latency``: the runner moves late joint states on by the commands sent since their stamp
+    (handleit.control.latency); False (``compensation=off``) hands the tree the late state as it is.
     """
 
     sensor_latency_s: float = 0.0
@@ -85,6 +87,7 @@ class RealtimeSettings:
     camera_hz: float = DEFAULT_CAMERA_HZ
     real_time_factor: float = DEFAULT_REAL_TIME_FACTOR
     background_planning: bool = True
+    compensate_latency: bool = True
 
     def __post_init__(self):
         for name in ("sensor_latency_s", "command_latency_s"):
@@ -101,14 +104,16 @@ class RealtimeSettings:
         (``split_perturbation(s.describe())[0] == s``)."""
         return (f"latency={_num(self.sensor_latency_s)},command_latency={_num(self.command_latency_s)},"
                 f"camera_hz={_num(self.camera_hz)},rtf={_num(self.real_time_factor)}"
-                + ("" if self.background_planning else ",planning=inline"))
+                + ("" if self.background_planning else ",planning=inline")
+                + ("" if self.compensate_latency else ",compensation=off"))
 
     def __str__(self) -> str:
         return self.describe()
 
 
 _FIELD_OF_KEY = {"latency": "sensor_latency_s", "command_latency": "command_latency_s", "camera_hz": "camera_hz",
-                 "rtf": "real_time_factor", "planning": "background_planning"}
+                 "rtf": "real_time_factor", "planning": "background_planning",
+                 "compensation": "compensate_latency"}
 
 
 def split_perturbation(text: str | None) -> tuple[RealtimeSettings | None, str]:
@@ -144,6 +149,10 @@ def split_perturbation(text: str | None) -> tuple[RealtimeSettings | None, str]:
 
 
 def _parse_value(key: str, value: str, token: str) -> float | bool:
+    if key == "compensation":
+        if value.lower() not in ("on", "off"):
+            raise ValueError(f"real-time perturbation token {token!r}: compensation is 'on' or 'off'")
+        return value.lower() == "on"
     if key == "planning":
         if value.lower() not in ("background", "inline"):
             raise ValueError(f"real-time perturbation token {token!r}: planning is 'background' or 'inline'")
@@ -770,7 +779,8 @@ class RealtimeEpisodes:
             warm_up = _warm_up(solver, first)
             tracked = _FailedNodes(solver)
             runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / robot.model.control_dt_s,
-                                    max_age_s=runner_max_age_s(settings), watchdog_timeout_s=self.watchdog_timeout_s)
+                                    max_age_s=runner_max_age_s(settings), watchdog_timeout_s=self.watchdog_timeout_s,
+                                    compensate_latency=settings.compensate_latency)
             robot.start()
             report = runner.run(until=robot.episode_over)
             if not robot.episode_over():  # the runner stopped first (an error): end the episode there
@@ -793,6 +803,7 @@ class RealtimeEpisodes:
         record.diagnostics["realtime"] = realtime_diagnostics(settings, report, result)
         rt = record.diagnostics["realtime"]
         rt["background_planning"] = bool(getattr(solver, "realtime", False))
+        rt["compensate_latency"] = settings.compensate_latency
         rt["plans"] = tracked.plans()
         rt["warm_up"] = warm_up
         rt["planning_tick"] = [int(p) for p in tracked.planning_ticks]  # per solver step (solver_wall_ms)
