@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from handleit.perception.color_markers import rgb_to_hsv
 from handleit.perception.point_cloud import Z_W, as_direction, as_points, voxel_keys
 
 RimThickness = Literal["thin", "thick"]
@@ -492,19 +493,6 @@ def points_inside_bucket(points_W, rim: BucketRim, margin_m: float = 0.01) -> np
     return (s <= margin_m) & (s >= -rim.depth_m - margin_m) & (radial <= limit)
 
 
-def _rgb_to_hsv(rgb01: np.ndarray) -> np.ndarray:
-    """``[N, 3]`` rgb in [0, 1] to hsv: hue in degrees [0, 360), saturation and value in [0, 1]."""
-    mx = rgb01.max(axis=1)
-    mn = rgb01.min(axis=1)
-    delta = mx - mn
-    safe = np.where(delta > 0, delta, 1.0)
-    r, g, b = rgb01.T
-    hue = np.where(mx == r, (g - b) / safe % 6, np.where(mx == g, (b - r) / safe + 2, (r - g) / safe + 4)) * 60.0
-    hue = np.where(delta > 0, hue, 0.0)
-    saturation = np.where(mx > 0, delta / np.where(mx > 0, mx, 1.0), 0.0)
-    return np.column_stack([hue % 360.0, saturation, mx])
-
-
 def ball_points_mask(colors, rgb=(0, 255, 255), *, hue_tolerance_deg: float = 20.0, min_saturation: float = 0.5,
                      min_value: float = 0.2) -> np.ndarray:
     """Mask ([N] bool) of the points whose colour is the ball's (default cyan), by hue under any shading.
@@ -529,11 +517,11 @@ def ball_points_mask(colors, rgb=(0, 255, 255), *, hue_tolerance_deg: float = 20
     target = np.asarray(rgb, dtype=np.float64).reshape(-1)
     if target.shape != (3,):
         raise ValueError(f"rgb: expected 3 values in 0-255, got {list(target.shape)}")
-    hsv_target = _rgb_to_hsv(target[None] / 255.0)[0]
+    hsv_target = rgb_to_hsv(target[None] / 255.0)[0]
     if hsv_target[1] < min_saturation:
         raise ValueError(f"rgb: {tuple(target.astype(int))} is not a saturated colour; its hue cannot be matched")
     if len(c) == 0:
         return np.zeros(0, dtype=bool)
-    hsv = _rgb_to_hsv(c)
+    hsv = rgb_to_hsv(c)
     hue_diff = np.abs((hsv[:, 0] - hsv_target[0] + 180.0) % 360.0 - 180.0)
     return (hue_diff <= hue_tolerance_deg) & (hsv[:, 1] >= min_saturation) & (hsv[:, 2] >= min_value)

@@ -496,13 +496,8 @@ class CabinetPartTracker:
         if hint is not None:
             handle = hint.copy()
             moved = self.displacement_m >= MOVED_DRAWER_M or self.angle_rad >= MOVED_DOOR_RAD
-            if handle.any() and not moved:  # remembered as the proud clusters' extent is (_handle_clusters)
-                seen = self._closed_uv(uvs[handle])
-                new = np.stack([seen.min(axis=0), seen.max(axis=0)], axis=1)
-                if self._handle_box is not None:
-                    new = np.stack([np.minimum(new[:, 0], self._handle_box[:, 0]),
-                                    np.maximum(new[:, 1], self._handle_box[:, 1])], axis=1)
-                self._handle_box = new
+            if handle.any() and not moved:
+                self._remember_handle(uvs[handle])
         else:
             handle = self._handle_clusters(uvs, proud)
         return part | proud & handle, handle
@@ -539,10 +534,14 @@ class CabinetPartTracker:
             if box[0, 0] <= cu <= box[0, 1] and box[1, 0] <= cv <= box[1, 1]:
                 handle[index[members]] = True
         if handle.any() and not moved:
-            seen = self._closed_uv(uvs[handle])
-            new = np.stack([seen.min(axis=0), seen.max(axis=0)], axis=1)
-            if self._handle_box is not None:
-                new = np.stack([np.minimum(new[:, 0], self._handle_box[:, 0]),
-                                np.maximum(new[:, 1], self._handle_box[:, 1])], axis=1)
-            self._handle_box = new
+            self._remember_handle(uvs[handle])
         return handle
+
+    def _remember_handle(self, handle_uvs: np.ndarray) -> None:
+        """Grow the handle's remembered extent (in the part's closed frame) by this step's handle points."""
+        seen = self._closed_uv(handle_uvs)
+        new = np.stack([seen.min(axis=0), seen.max(axis=0)], axis=1)
+        if self._handle_box is not None:
+            new = np.stack([np.minimum(new[:, 0], self._handle_box[:, 0]),
+                            np.maximum(new[:, 1], self._handle_box[:, 1])], axis=1)
+        self._handle_box = new
