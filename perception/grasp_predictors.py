@@ -25,14 +25,13 @@ The analytic handle sampler is registered as ``"antipodal"``, the 6-DoF object g
 
 from __future__ import annotations
 
-import importlib.metadata
-from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from handleit.perception.antipodal_grasps import AntipodalGraspPredictor6DoF
 from handleit.perception.handle_grasps import sample_handle_grasps
+from handleit.perception.plugins import PluginRegistry
 from handleit.perception.point_cloud import as_points
 from handleit.types import Grasp
 
@@ -55,7 +54,7 @@ class GraspPredictor(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[..., GraspPredictor]] = {}
+_PLUGINS = PluginRegistry("grasp predictor", ENTRY_POINT_GROUP)
 
 
 def register_grasp_predictor(name: str, *, replace: bool = False):
@@ -63,34 +62,17 @@ def register_grasp_predictor(name: str, *, replace: bool = False):
 
     Raises ValueError when ``name`` is taken by another factory, unless ``replace=True``.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"register_grasp_predictor: the name must be a non-empty string, got {name!r}")
-
-    def decorator(factory):
-        if not callable(factory):
-            raise ValueError(f"register_grasp_predictor({name!r}): expected a class or function, got {factory!r}")
-        existing = _REGISTRY.get(name)
-        if existing is not None and existing is not factory and not replace:
-            raise ValueError(f"grasp predictor {name!r} is already registered ({existing!r}); pass replace=True")
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorator
+    return _PLUGINS.register(name, replace=replace)
 
 
 def unregister_grasp_predictor(name: str) -> None:
     """Remove a registered predictor (no error if it is not registered)."""
-    _REGISTRY.pop(name, None)
-
-
-def _entry_points() -> dict:
-    # Looked up through the module at call time, so tests (and tools) can substitute the discovery.
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    _PLUGINS.unregister(name)
 
 
 def available_grasp_predictors() -> list[str]:
     """Names of the registered predictors and of those installed packages offer (entry points), sorted."""
-    return sorted(set(_REGISTRY) | set(_entry_points()))
+    return _PLUGINS.available()
 
 
 def get_grasp_predictor(name: str, **kwargs) -> GraspPredictor:
@@ -100,17 +82,7 @@ def get_grasp_predictor(name: str, **kwargs) -> GraspPredictor:
     ``handleit.grasp_predictors`` is loaded (and registered). Raises ValueError for an unknown name,
     listing the available ones, and when the factory's result has no ``predict`` method.
     """
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        entry_point = _entry_points().get(name)
-        if entry_point is None:
-            raise ValueError(f"unknown grasp predictor {name!r}; available: {', '.join(available_grasp_predictors())}")
-        try:
-            factory = entry_point.load()
-        except Exception as error:  # a broken plug-in: say which one, whatever went wrong inside it
-            raise ImportError(f"grasp predictor {name!r}: loading entry point {entry_point.value!r} failed: "
-                              f"{error}") from error
-        _REGISTRY[name] = factory
+    factory = _PLUGINS.factory(name)
     predictor = factory(**kwargs)
     if not isinstance(predictor, GraspPredictor):
         raise ValueError(f"grasp predictor {name!r}: {factory!r} made {predictor!r}, which has no predict() method")

@@ -41,8 +41,6 @@ cloud, no marker colour found, a marker found in two places.
 
 from __future__ import annotations
 
-import importlib.metadata
-from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -50,6 +48,7 @@ import numpy as np
 from handleit.perception.cabinet_segmentation import CabinetPartTracker
 from handleit.perception.color_markers import marker_points, srgb_of_linear
 from handleit.perception.object_segmentation import ObjectTracker
+from handleit.perception.plugins import PluginRegistry
 from handleit.perception.robot_self_filter import RobotSelfFilter
 from handleit.perception.segmentation_errors import SegmentationError
 from handleit.types import DEFAULT_MARKER_RGB, Observation, RobotModel
@@ -82,7 +81,7 @@ class Segmenter(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[..., Segmenter]] = {}
+_PLUGINS = PluginRegistry("segmenter", ENTRY_POINT_GROUP)
 
 
 def register_segmenter(name: str, *, replace: bool = False):
@@ -90,33 +89,17 @@ def register_segmenter(name: str, *, replace: bool = False):
 
     Raises ValueError when ``name`` is taken by another factory, unless ``replace=True``.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"register_segmenter: the name must be a non-empty string, got {name!r}")
-
-    def decorator(factory):
-        if not callable(factory):
-            raise ValueError(f"register_segmenter({name!r}): expected a class or function, got {factory!r}")
-        existing = _REGISTRY.get(name)
-        if existing is not None and existing is not factory and not replace:
-            raise ValueError(f"segmenter {name!r} is already registered ({existing!r}); pass replace=True")
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorator
+    return _PLUGINS.register(name, replace=replace)
 
 
 def unregister_segmenter(name: str) -> None:
     """Remove a registered segmenter (no error if it is not registered)."""
-    _REGISTRY.pop(name, None)
-
-
-def _entry_points() -> dict:
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    _PLUGINS.unregister(name)
 
 
 def available_segmenters() -> list[str]:
     """Names of the registered segmenters and of those installed packages offer (entry points), sorted."""
-    return sorted(set(_REGISTRY) | set(_entry_points()))
+    return _PLUGINS.available()
 
 
 def get_segmenter(name: str, target: str, model: RobotModel, **kwargs) -> Segmenter:
@@ -124,16 +107,7 @@ def get_segmenter(name: str, target: str, model: RobotModel, **kwargs) -> Segmen
     :data:`SEGMENT_TARGETS`) on the robot ``model``. ValueError names an unknown segmenter or target."""
     if target not in SEGMENT_TARGETS:
         raise ValueError(f"unknown segmentation target {target!r}; choose one of {', '.join(SEGMENT_TARGETS)}")
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        entry_point = _entry_points().get(name)
-        if entry_point is None:
-            raise ValueError(f"unknown segmenter {name!r}; available: {', '.join(available_segmenters())}")
-        try:
-            factory = entry_point.load()
-        except Exception as error:  # a broken plug-in: say which one, whatever went wrong inside it
-            raise ImportError(f"segmenter {name!r}: loading entry point {entry_point.value!r} failed: {error}") from error
-        _REGISTRY[name] = factory
+    factory = _PLUGINS.factory(name)
     segmenter = factory(target=target, model=model, **kwargs)
     if not isinstance(segmenter, Segmenter):
         raise ValueError(f"segmenter {name!r}: {factory!r} made {segmenter!r}, which lacks mask_names, reset() "

@@ -199,3 +199,22 @@ def test_a_cloud_seen_again_keeps_its_masks_and_is_segmented_once(drawer):
         assert len(_Spy.seen) == 2
     finally:
         unregister_segmenter("test_spy")
+
+
+def test_an_installed_package_offers_a_segmenter_through_the_entry_point_group(drawer, monkeypatch):
+    import importlib.metadata
+
+    offered = importlib.metadata.EntryPoint("spy_from_package", "tests.test_segmenters:_Spy", "handleit.segmenters")
+    real = importlib.metadata.entry_points
+
+    def entry_points(**selection):
+        return [offered] if selection.get("group") == "handleit.segmenters" else real(**selection)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    try:
+        assert "spy_from_package" in available_segmenters()
+        robot, _ = _observation(drawer, sim_masks=False)
+        segmenter = get_segmenter("spy_from_package", "cabinet_part", robot.model)
+        assert isinstance(segmenter, _Spy)
+    finally:
+        unregister_segmenter("spy_from_package")
