@@ -47,8 +47,10 @@ def main() -> None:
             missed = obs.points[b & ~a]
             centre = obs.points[b].mean(axis=0)
             if len(missed):
-                print(f"step 100: missed z (m) min/median/max {np.round(np.percentile(missed[:, 2], [0, 50, 100]), 3)}, "
-                      f"distance from the centre (m) {np.round(np.percentile(np.linalg.norm(missed[:, :2] - centre[:2], axis=1), [0, 50, 100]), 3)}, "
+                heights = np.round(np.percentile(missed[:, 2], [0, 50, 100]), 3)
+                spread = np.linalg.norm(missed[:, :2] - centre[:2], axis=1)
+                print(f"step 100: missed z (m) min/median/max {heights}, distance from the centre (m) "
+                      f"{np.round(np.percentile(spread, [0, 50, 100]), 3)}, "
                       f"{int((b & ~a & mine['robot']).sum())} of them in the robot mask")
         if t % 10 == 0:
             iou = (a & b).sum() / max(1, (a | b).sum())
