@@ -23,19 +23,16 @@ its base x/y/yaw are joints), ``L`` a link, ``S`` a shape.
 
 from __future__ import annotations
 
-import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pydrake.multibody.parsing import Parser
-from pydrake.multibody.plant import MultibodyPlant
-from pydrake.multibody.tree import JointIndex
 from scipy.spatial import ConvexHull, HalfspaceIntersection, QhullError
 
+from handleit.perception.point_cloud import invert_pose
+from handleit.robot_plant import welded_plant
 from handleit.types import RobotModel
 
 CYLINDER_SIDES = 16  # a cylinder is tested as the prism circumscribed about it: at most 2 % of its radius beyond it
@@ -80,8 +77,6 @@ class RobotSelfFilter:
             raise ValueError(f"padding_m must be a finite distance >= 0 (m), got {padding_m}")
         self.padding_m = float(padding_m)
         self.joint_names = tuple(joint_names)
-        if len(set(self.joint_names)) != len(self.joint_names):
-            raise ValueError("joint_names has duplicates")
 
         robot = _parse_urdf(self.urdf_path)
         self.root_link = _root_link(robot, self.urdf_path)
@@ -89,26 +84,8 @@ class RobotSelfFilter:
         if not self.shapes:
             raise ValueError(f"robot URDF {self.urdf_path} has no <collision> geometry to filter with")
 
-        self.plant = MultibodyPlant(time_step=0.0)
-        with _quiet_drake():
-            Parser(self.plant).AddModels(str(self.urdf_path))
         # The URDF's root is welded to the plant's world: the plant's world is frame R, placed by X_WB.
-        self.plant.WeldFrames(self.plant.world_frame(), self.plant.GetFrameByName(self.root_link))
-        self.plant.Finalize()
-        self._context = self.plant.CreateDefaultContext()
-        plant_joints = {}
-        for i in range(self.plant.num_joints()):
-            joint = self.plant.get_joint(JointIndex(i))
-            if joint.num_positions() == 1:
-                plant_joints[joint.name()] = joint.position_start()
-            elif joint.num_positions() > 1:
-                raise ValueError(f"joint {joint.name()} has {joint.num_positions()} positions; only one-dof "
-                                 f"joints are supported")
-        missing = sorted(set(plant_joints) - set(self.joint_names))
-        unknown = sorted(set(self.joint_names) - set(plant_joints))
-        if missing or unknown:
-            raise ValueError(f"joint_names must name the URDF's joints: missing {missing}, unknown {unknown}")
-        self._plant_index = np.array([plant_joints[n] for n in self.joint_names], dtype=int)
+        self.plant, self._context, self._plant_index = welded_plant(self.urdf_path, self.root_link, self.joint_names)
         if not self.plant.HasBodyNamed(base_link):
             raise ValueError(f"base link {base_link!r} is not a link of {self.urdf_path}")
         self.base_link = base_link
@@ -148,7 +125,7 @@ class RobotSelfFilter:
         q_plant[self._plant_index] = q
         self.plant.SetPositions(self._context, q_plant)
         X_RB = self.plant.EvalBodyPoseInWorld(self._context, self._base_body).GetAsMatrix4()
-        X_WR = X_WB @ _inverse(X_RB)
+        X_WR = X_WB @ invert_pose(X_RB)
         return {name: X_WR @ self.plant.EvalBodyPoseInWorld(self._context, body).GetAsMatrix4()
                 for name, body in self._link_bodies.items()}
 
@@ -439,22 +416,3 @@ def _check_pose(X, name: str) -> np.ndarray:
     if not np.allclose(X[3], [0, 0, 0, 1]) or not np.allclose(R.T @ R, np.eye(3), atol=1e-4) or np.linalg.det(R) < 0:
         raise ValueError(f"{name} is not a rigid transform (rotation not orthonormal or last row not 0 0 0 1)")
     return X
-
-
-def _inverse(X_AB: np.ndarray) -> np.ndarray:
-    X_BA = np.eye(4)
-    X_BA[:3, :3] = X_AB[:3, :3].T
-    X_BA[:3, 3] = -X_AB[:3, :3].T @ X_AB[:3, 3]
-    return X_BA
-
-
-@contextmanager
-def _quiet_drake():
-    """Drake logs a warning per URDF tag it ignores; the robot files are known."""
-    drake_logger = logging.getLogger("drake")
-    level = drake_logger.level
-    drake_logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        drake_logger.setLevel(level)

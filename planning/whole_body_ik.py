@@ -13,22 +13,18 @@ arrays named by frames: ``X_WG`` is the pose of the gripper's tool-centre frame 
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from pydrake.math import RotationMatrix
 from pydrake.multibody.inverse_kinematics import InverseKinematics
-from pydrake.multibody.parsing import Parser
-from pydrake.multibody.plant import MultibodyPlant
-from pydrake.multibody.tree import JointIndex
 from pydrake.solvers import IpoptSolver, SnoptSolver, SolverOptions
 
+from handleit.robot_plant import welded_plant
 from handleit.types import RobotModel
 
 from .mobile_panda_names import BASE_JOINT_NAMES, BASE_LINK_NAME, ROOT_LINK_NAME, TORSO_LINK_NAME
@@ -83,19 +79,6 @@ class IKResult:
     errors_by_side: dict[str, tuple[float, float]] = field(default_factory=dict)  # side -> (m, rad)
 
 
-@contextmanager
-def _quiet_drake(level: int = logging.ERROR):
-    # The URDF's joint <dynamics friction> tags make Drake's parser warn once per joint; friction does not
-    # matter for kinematics.
-    logger = logging.getLogger("drake")
-    previous = logger.level
-    logger.setLevel(level)
-    try:
-        yield
-    finally:
-        logger.setLevel(previous)
-
-
 def rotation_angle_rad(R_AB: np.ndarray) -> float:
     """Angle (rad, in [0, pi]) of the rotation matrix ``R_AB``: the geodesic distance from identity."""
     cos_angle = (np.trace(R_AB) - 1.0) / 2.0
@@ -146,28 +129,8 @@ class WholeBodyIK:
     ):
         self.urdf_path = Path(urdf_path)
         self.joint_names = tuple(joint_names)
-        if len(set(self.joint_names)) != len(self.joint_names):
-            raise ValueError("joint_names has duplicates")
-        self.plant = MultibodyPlant(time_step=0.0)
-        with _quiet_drake():
-            Parser(self.plant).AddModels(str(self.urdf_path))
-        self.plant.WeldFrames(self.plant.world_frame(), self.plant.GetFrameByName(root_link))
-        self.plant.Finalize()
-        self._context = self.plant.CreateDefaultContext()
-
-        # Caller's order <-> Drake's position order, by joint name.
-        plant_joints = {}
-        for i in range(self.plant.num_joints()):
-            joint = self.plant.get_joint(JointIndex(i))
-            if joint.num_positions() == 1:
-                plant_joints[joint.name()] = joint.position_start()
-            elif joint.num_positions() > 1:
-                raise ValueError(f"joint {joint.name()} has {joint.num_positions()} positions; only 1-dof joints are supported")
-        missing = sorted(set(plant_joints) - set(self.joint_names))
-        unknown = sorted(set(self.joint_names) - set(plant_joints))
-        if missing or unknown:
-            raise ValueError(f"joint_names must name the URDF's joints: missing {missing}, unknown {unknown}")
-        self._plant_index = np.array([plant_joints[n] for n in self.joint_names], dtype=int)  # caller i -> plant
+        # Caller's order <-> Drake's position order, by joint name (caller i -> plant).
+        self.plant, self._context, self._plant_index = welded_plant(self.urdf_path, root_link, self.joint_names)
         self.nq = self.plant.num_positions()
 
         self.lower_limits = self.plant.GetPositionLowerLimits()[self._plant_index]
