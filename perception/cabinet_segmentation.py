@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from handleit.perception.point_cloud import Z_W, as_pose, fit_vertical_plane, horizontal_direction
-from handleit.perception.segmentation_errors import SegmentationError
+from handleit.perception.segmentation_errors import SegmentationError, check_mask, check_points, check_prompt
 
 FLOOR_HEIGHT_M = 0.01  # points at most this high are floor (the cloud is mostly floor: skip it first)
 PLANE_DISTANCE_M = 0.006  # inlier distance of the front's plane: depth noise plus a panel's warp
@@ -64,45 +64,6 @@ class _Front:
     def coords(self, points_W: np.ndarray) -> np.ndarray:
         """``[N, 3]`` (u, v, s) of world points."""
         return np.stack([points_W @ self.u_W, points_W[:, 2], points_W @ self.normal_W - self.offset_m], axis=1)
-
-
-def _check_points(points_W) -> np.ndarray:
-    try:
-        p = np.asarray(points_W, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise SegmentationError(f"points_W: expected an [N, 3] array of numbers, got {type(points_W).__name__}") from error
-    if p.ndim != 2 or p.shape[1] != 3:
-        raise SegmentationError(f"points_W: expected shape [N, 3], got {list(p.shape)}")
-    if len(p) == 0:
-        raise SegmentationError("points_W: the point cloud is empty (0 points)")
-    if not np.isfinite(p).all():
-        bad = int((~np.isfinite(p)).any(axis=1).sum())
-        raise SegmentationError(f"points_W: {bad} of {len(p)} points contain NaN or inf")
-    return p
-
-
-def _check_mask(mask, n: int, name: str) -> np.ndarray:
-    m = np.asarray(mask)
-    if m.shape != (n,):
-        raise SegmentationError(f"{name}: expected shape [{n}] to match the points, got {list(m.shape)}")
-    if m.dtype != bool:
-        raise SegmentationError(f"{name}: expected a boolean mask, got dtype {m.dtype}")
-    return m
-
-
-def _check_prompt(prompt_W) -> np.ndarray:
-    try:
-        prompt = np.asarray(prompt_W, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box, got {prompt_W!r}") from error
-    if prompt.shape not in ((3,), (2, 3)):
-        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box (min, max corners), "
-                                f"got shape {list(prompt.shape)}")
-    if not np.isfinite(prompt).all():
-        raise SegmentationError(f"prompt_W: contains NaN or inf: {prompt.tolist()}")
-    if prompt.ndim == 2:
-        prompt = np.sort(prompt, axis=0)  # corners given the wrong way round still name the same box
-    return prompt
 
 
 def _dbscan_labels(points: np.ndarray, eps_m: float, min_points: int) -> np.ndarray:
@@ -220,15 +181,15 @@ class CabinetPartTracker:
             points not [N, 3], a prompt not [3] or [2, 3] or not finite, a prompt away from the cloud, no
             vertical front plane at the prompt.
         """
-        p = _check_points(points_W)
+        p = check_points(points_W)
         n = len(p)
-        candidates = _check_mask(candidate_mask, n, "candidate_mask")
-        prompt = _check_prompt(prompt_W)
+        candidates = check_mask(candidate_mask, n, "candidate_mask")
+        prompt = check_prompt(prompt_W)
         try:
             X_WB = as_pose(X_WB, "X_WB")
         except ValueError as error:
             raise SegmentationError(str(error)) from error
-        hint = None if handle_hint_mask is None else _check_mask(handle_hint_mask, n, "handle_hint_mask")
+        hint = None if handle_hint_mask is None else check_mask(handle_hint_mask, n, "handle_hint_mask")
         usable = candidates & (p[:, 2] > self.floor_height_m)
         if not usable.any():
             raise SegmentationError(f"no candidate points: of {n} points, {int(candidates.sum())} are candidates "

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from handleit.perception.object_segmentation import check_mask, check_points
-from handleit.perception.segmentation_errors import SegmentationError
+from handleit.perception.segmentation_errors import SegmentationError, check_mask, check_points
 
 HUE_TOLERANCE_DEG = 15.0  # displayed hue within this of the marker's
 MIN_SATURATION = 0.5  # ... at least this saturated (highlights and greys are less)

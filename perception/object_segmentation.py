@@ -44,7 +44,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from handleit.perception.point_cloud import fit_ground_plane, fit_plane, voxel_keys
-from handleit.perception.segmentation_errors import SegmentationError
+from handleit.perception.segmentation_errors import SegmentationError, check_mask, check_points, check_prompt
 
 SUPPORTS = ("floor", "table")
 PROMPT_POINT_RADIUS_M = 0.3  # a point prompt needs a candidate point this close (m)
@@ -324,50 +324,6 @@ class ObjectTracker:
 
 
 # ---------------------------------------------------------------------------------------------- checks
-
-
-def check_points(points_W) -> np.ndarray:
-    """``points_W`` as float64 ``[N, 3]``, N >= 1, finite; or SegmentationError naming the problem."""
-    try:
-        p = np.asarray(points_W, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise SegmentationError(f"points_W: expected an [N, 3] array of numbers, "
-                                f"got {type(points_W).__name__}") from error
-    if p.ndim != 2 or p.shape[1] != 3:
-        raise SegmentationError(f"points_W: expected shape [N, 3], got {list(p.shape)}")
-    if len(p) == 0:
-        raise SegmentationError("points_W: the point cloud is empty (0 points)")
-    finite = np.isfinite(p).all(axis=1)
-    if not finite.all():
-        raise SegmentationError(f"points_W: {int((~finite).sum())} of {len(p)} points contain NaN or inf")
-    return p
-
-
-def check_mask(mask, n: int, name: str) -> np.ndarray:
-    """``mask`` as a bool ``[n]`` array, or SegmentationError naming ``name`` and the problem."""
-    m = np.asarray(mask)
-    if m.dtype != bool:
-        raise SegmentationError(f"{name}: expected a boolean array, got dtype {m.dtype}")
-    if m.shape != (n,):
-        raise SegmentationError(f"{name}: expected shape [{n}] to match the points, got {list(m.shape)}")
-    return m
-
-
-def check_prompt(prompt_W) -> np.ndarray:
-    """The prompt as float64 ``[3]`` (a point) or ``[2, 3]`` (a box, min then max corner), or SegmentationError."""
-    try:
-        prompt = np.asarray(prompt_W, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box, "
-                                f"got {type(prompt_W).__name__}") from error
-    if prompt.shape not in ((3,), (2, 3)):
-        raise SegmentationError(f"prompt_W: expected a [3] point or a [2, 3] box (min, max corners), "
-                                f"got shape {list(prompt.shape)}")
-    if not np.isfinite(prompt).all():
-        raise SegmentationError(f"prompt_W: contains NaN or inf: {prompt.tolist()}")
-    if prompt.ndim == 2:  # the corners of a thin object's noisy box may cross: order them per axis
-        prompt = np.stack([prompt.min(axis=0), prompt.max(axis=0)])
-    return prompt
 
 
 def _check_prompt_in_cloud(p_candidate: np.ndarray, prompt: np.ndarray) -> None:
