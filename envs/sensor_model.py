@@ -39,6 +39,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from handleit.poses import matrix_to_pose7, pose7_to_matrix
+
 # A neighbour is across a depth discontinuity when its depth differs by more than EDGE_JUMP_M, and by more than
 # a surface seen at EDGE_MIN_INCIDENCE_DEG to the ray would make it differ. On a plane seen at a grazing angle
 # a, neighbour depths differ by about z * pixel_angle / tan(a) (the floor toward the horizon: 2.7 % of z at 15
@@ -309,42 +311,11 @@ def odometry_drift_transform(X_WB: np.ndarray, drift_W: np.ndarray, yaw_rad: flo
     return D
 
 
-def _pose7_of_matrix(X: np.ndarray) -> np.ndarray:
-    """(x, y, z, qw, qx, qy, qz) of a 4x4 rigid transform."""
-    R = X[:3, :3]
-    # Shepperd's method: pick the largest of w, x, y, z to divide by.
-    t = np.trace(R)
-    if t > 0:
-        s = 2.0 * math.sqrt(1.0 + t)
-        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
-    else:
-        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
-    q = np.asarray(q)
-    q = q / np.linalg.norm(q)
-    if q[0] < 0:
-        q = -q
-    return np.concatenate([X[:3, 3], q])
-
-
 def _matrix_of_pose7(pose7: np.ndarray) -> np.ndarray:
-    x, y, z, w, qx, qy, qz = (float(v) for v in pose7)
+    """(x, y, z, qw, qx, qy, qz) -> 4x4, the quaternion normalized first (a float32 pose's is not quite unit)."""
+    w, qx, qy, qz = (float(v) for v in pose7[3:7])
     n = math.sqrt(w * w + qx * qx + qy * qy + qz * qz)
-    w, qx, qy, qz = w / n, qx / n, qy / n, qz / n
-    X = np.eye(4)
-    X[:3, :3] = [
-        [1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - w * qz), 2 * (qx * qz + w * qy)],
-        [2 * (qx * qy + w * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - w * qx)],
-        [2 * (qx * qz - w * qy), 2 * (qy * qz + w * qx), 1 - 2 * (qx * qx + qy * qy)],
-    ]
-    X[:3, 3] = [x, y, z]
-    return X
+    return pose7_to_matrix([*(float(v) for v in pose7[:3]), w / n, qx / n, qy / n, qz / n])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -435,11 +406,11 @@ class SensorPerturber:
             qpos[th] += yaw
             c, s = math.cos(yaw), math.sin(yaw)  # world-frame base velocities turn with the heading error
             qvel[[x, y]] = [c * qvel[x] - s * qvel[y], s * qvel[x] + c * qvel[y]]
-            out["base_pose"] = _pose7_of_matrix(D @ X_WB).astype(np.float32)
+            out["base_pose"] = matrix_to_pose7(D @ X_WB).astype(np.float32)
             X_WTs = [D @ X for X in X_WTs]
         out["qpos"] = qpos.astype(np.float32)
         out["qvel"] = qvel.astype(np.float32)
-        out["tcp_pose"] = np.concatenate([_pose7_of_matrix(X) for X in X_WTs]).astype(np.float32)
+        out["tcp_pose"] = np.concatenate([matrix_to_pose7(X) for X in X_WTs]).astype(np.float32)
         return out
 
     def perturb_images(self, images: list[dict], step: int, X_WB: np.ndarray) -> list[dict]:

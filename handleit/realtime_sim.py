@@ -50,8 +50,9 @@ from typing import Any, Callable
 import numpy as np
 
 from handleit.envs.sensor_model import SensorPerturbation, parse_perturbation
+from handleit.poses import pose7_to_matrix
 from handleit.realtime_runner import DEFAULT_MAX_AGE_S, RealtimeRunner, zero_command
-from handleit.sim_robot import SimRobot, _pose7_to_matrix
+from handleit.sim_robot import SimRobot
 from handleit.solvers import make_solver
 from handleit.types import Command, Observation, RobotModel
 
@@ -325,8 +326,8 @@ def _state_of(robot: SimRobot) -> dict[str, Any]:
     prompt_key = f"target_prompt_{robot.prompt}"
     sides = robot.env.unwrapped.robot.sides
     return {"qpos": np.asarray(agent["qpos"], np.float64), "qvel": np.asarray(agent["qvel"], np.float64),
-            "X_WB": _pose7_to_matrix(agent["base_pose"]),
-            "X_WT": {s: _pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(sides)},
+            "X_WB": pose7_to_matrix(agent["base_pose"]),
+            "X_WT": {s: pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(sides)},
             "goal_W": np.asarray(extra["goal_pos"], np.float64) if "goal_pos" in extra else None,
             "target_prompt_W": np.asarray(extra[prompt_key], np.float64) if prompt_key in extra else None}
 

@@ -37,6 +37,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from handleit.control.actions import base_to_world_velocity, world_to_base_velocity
+from handleit.poses import quaternion_of_rotation, rotation_of_quaternion
 from handleit.types import GripperCommand
 
 # sensor_msgs/PointField datatypes -> numpy types (the values are fixed by the message definition).
@@ -322,9 +324,9 @@ def odometry_to_msg(X_WB: np.ndarray, velocity_W: np.ndarray, world_frame: str, 
     p = msg.pose.pose.position
     p.x, p.y, p.z = (float(v) for v in X_WB[:3, 3])
     q = msg.pose.pose.orientation
-    q.w, q.x, q.y, q.z = quaternion_of(X_WB[:3, :3])
+    q.w, q.x, q.y, q.z = (float(c) for c in quaternion_of_rotation(X_WB[:3, :3]))
     yaw = yaw_of(X_WB)
-    v_B = world_to_base(np.asarray(velocity_W[:2], dtype=float), yaw)
+    v_B = world_to_base_velocity(np.asarray(velocity_W[:2], dtype=float), yaw)
     msg.twist.twist.linear.x, msg.twist.twist.linear.y = float(v_B[0]), float(v_B[1])
     msg.twist.twist.angular.z = float(velocity_W[2])
     return msg
@@ -341,52 +343,15 @@ def base_from_odometry(msg, world_frame: str, base_frame: str) -> BaseState:
     if not np.isfinite(values).all() or abs(np.linalg.norm(q) - 1.0) > 1e-3:
         raise RosMessageError(f"Odometry pose is not finite or its quaternion is not unit: {values}")
     X = np.eye(4)
-    X[:3, :3] = rotation_of(q / np.linalg.norm(q))
+    X[:3, :3] = rotation_of_quaternion(q / np.linalg.norm(q))
     X[:3, 3] = [p.x, p.y, p.z]
     t = msg.twist.twist
     v = np.array([t.linear.x, t.linear.y, t.angular.z], dtype=float)
     if not np.isfinite(v).all():
         raise RosMessageError(f"Odometry twist is not finite: {v}")
     yaw = yaw_of(X)
-    v_W = np.concatenate([base_to_world(v[:2], yaw), v[2:]])
+    v_W = np.concatenate([base_to_world_velocity(v[:2], yaw), v[2:]])
     return BaseState(X, np.array([p.x, p.y, yaw]), v_W, stamp_to_s(msg.header.stamp))
-
-
-def rotation_of(q_wxyz) -> np.ndarray:
-    w, x, y, z = q_wxyz
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def quaternion_of(R: np.ndarray) -> tuple[float, float, float, float]:
-    """(w, x, y, z) of a rotation matrix (Shepperd's method)."""
-    t = np.trace(R)
-    if t > 0:
-        s = 2 * math.sqrt(1 + t)
-        q = (s / 4, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s)
-    else:
-        i = int(np.argmax(np.diag(R)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2 * math.sqrt(1 + R[i, i] - R[j, j] - R[k, k])
-        v = [0.0, 0.0, 0.0]
-        v[i] = s / 4
-        v[j] = (R[j, i] + R[i, j]) / s
-        v[k] = (R[k, i] + R[i, k]) / s
-        q = ((R[k, j] - R[j, k]) / s, *v)
-    return tuple(float(c) for c in q)
-
-
-def world_to_base(v_W: np.ndarray, yaw: float) -> np.ndarray:
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([c * v_W[0] + s * v_W[1], -s * v_W[0] + c * v_W[1]])
-
-
-def base_to_world(v_B: np.ndarray, yaw: float) -> np.ndarray:
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([c * v_B[0] - s * v_B[1], s * v_B[0] + c * v_B[1]])
 
 
 # --------------------------------------------------------------------------------------------------------

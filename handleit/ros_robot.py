@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from handleit import ros_messages as rm
+from handleit.control.actions import world_to_base_velocity
 from handleit.planning.whole_body_ik import WholeBodyIK
 from handleit.types import Command, Observation, RobotModel
 
@@ -380,7 +381,7 @@ class RosRobot:
                     yaw = float(self._base.xy_yaw[2]) if self._base is not None else None
                 if yaw is None:
                     raise ValueError("no odometry yet: cannot turn the base velocity into the base frame")
-                v[:2] = rm.world_to_base(v[:2], yaw)
+                v[:2] = world_to_base_velocity(v[:2], yaw)
             excess = np.max(np.abs(v[:2]) / limits[planar[:2]])
             v[:2] = v[:2] / excess if excess > 1 else v[:2]
             v[2] = np.clip(v[2], -limits[planar[2]], limits[planar[2]])

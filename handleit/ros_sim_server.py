@@ -28,6 +28,8 @@ import time
 import numpy as np
 
 from handleit import ros_messages as rm
+from handleit.control.actions import base_to_world_velocity
+from handleit.poses import pose7_to_matrix
 from handleit.realtime_sim import PacedStepLoop, step_sim_robot
 from handleit.ros_robot import JointGroups, RosContract
 from handleit.sim_robot import SimRobot
@@ -104,7 +106,7 @@ class SimRobotServer:
         if "base" in fresh:
             v_B = fresh["base"]
             yaw = float(self.robot._obs["agent"]["qpos"][m.index(g.planar[2:3])[0]])
-            qvel[m.index(g.planar[:2])] = rm.base_to_world(v_B[:2], yaw)  # SimRobot turns it back
+            qvel[m.index(g.planar[:2])] = base_to_world_velocity(v_B[:2], yaw)  # SimRobot turns it back
             qvel[m.index(g.planar[2:3])] = v_B[2]
         if "torso" in fresh:
             qvel[m.index(g.torso)] = fresh["torso"]
@@ -128,7 +130,7 @@ class SimRobotServer:
         qpos, qvel = np.asarray(agent["qpos"], float), np.asarray(agent["qvel"], float)
         state = m.index(g.state)
         self._pub_joints(rm.joint_state_to_msg(g.state, qpos[state], qvel[state], stamp, t))
-        X_WB = _pose7_matrix(agent["base_pose"])
+        X_WB = pose7_to_matrix(agent["base_pose"])
         v_W = qvel[m.index(g.planar)] if g.planar else np.zeros(3)
         self._pub_odom(rm.odometry_to_msg(X_WB, v_W, self.contract.world_frame, m.base_link_name, stamp, t))
         if render:
@@ -176,10 +178,3 @@ class SimRobotServer:
             self._publish_state(render=False)
             time.sleep(period_wall)
         return result
-
-
-def _pose7_matrix(pose7) -> np.ndarray:
-    X = np.eye(4)
-    X[:3, :3] = rm.rotation_of(np.asarray(pose7[3:7], dtype=float))
-    X[:3, 3] = pose7[:3]
-    return X

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from handleit.control.actions import gripper_velocity, normalize_velocity, world_to_base_velocity
+from handleit.poses import pose7_to_matrix
 from handleit.types import Command, Observation, RobotModel
 
 
@@ -110,8 +111,8 @@ class SimRobot:
             joint_names=self.model.joint_names,
             qpos=agent["qpos"].astype(np.float64),
             qvel=agent["qvel"].astype(np.float64),
-            X_WB=_pose7_to_matrix(agent["base_pose"]),
-            X_WT={s: _pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(base.robot.sides)},
+            X_WB=pose7_to_matrix(agent["base_pose"]),
+            X_WT={s: pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(base.robot.sides)},
             goal_W=np.asarray(o["extra"]["goal_pos"], dtype=np.float64) if "goal_pos" in o.get("extra", {}) else None,
             target_prompt_W=np.asarray(extra[prompt_key], dtype=np.float64) if prompt_key in extra else None,
         )
@@ -150,16 +151,3 @@ class SimRobot:
         self._obs, _, terminated, truncated, self.info = self.env.step(self.action_of(command))
         self.steps += 1
         self.done = bool(terminated or truncated)
-
-
-def _pose7_to_matrix(pose7: np.ndarray) -> np.ndarray:
-    """(x, y, z, qw, qx, qy, qz) -> 4x4."""
-    w, x, y, z = (float(v) for v in pose7[3:7])
-    X = np.eye(4)
-    X[:3, :3] = [
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ]
-    X[:3, 3] = pose7[:3]
-    return X
