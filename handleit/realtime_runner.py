@@ -111,6 +111,7 @@ class RealtimeRunner:
         # acts on where the robot is now, not where it was when measured.
         self.compensate_latency = compensate_latency
         self._sent: list[tuple[float, np.ndarray]] = []  # (clock time, qvel) of the commands of the last second
+        self._predicted_joints: list[int] | None = None
         self.report = RunReport()
         self._lock = threading.Lock()  # guards the heartbeat and the stopped flag
         self._last_tick_wall = time.monotonic()
@@ -217,10 +218,12 @@ class RealtimeRunner:
         model = getattr(self.robot, "model", None)
         if model is None or not self._sent or now_s <= observation.time_s:
             return observation
-        fingers = set(n for names in model.finger_joint_names.values() for n in names)
-        joints = [i for i, n in enumerate(model.joint_names) if n not in fingers]
+        if self._predicted_joints is None:  # every joint but the fingers, once per run
+            fingers = {n for names in model.finger_joint_names.values() for n in names}
+            self._predicted_joints = [i for i, n in enumerate(model.joint_names) if n not in fingers]
         self.report.predicted_ages_s.append(now_s - observation.time_s)
-        q = predicted_joint_positions(observation.qpos, observation.time_s, now_s, self._sent, joints=joints)
+        q = predicted_joint_positions(observation.qpos, observation.time_s, now_s, self._sent,
+                                      joints=self._predicted_joints)
         X_WB, X_WT = observation.X_WB, observation.X_WT
         if len(model.base_joint_names) >= 3:
             x, y, yaw = model.index(model.base_joint_names[:3])
