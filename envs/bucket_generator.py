@@ -37,16 +37,15 @@ import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
-import trimesh
 
 from .asset_cache import build_once, cache_dir
 from .procedural import choice as _choice
 from .procedural import fmt as _fmt
 from .procedural import jittered_rgba as _jittered_rgba
 from .procedural import uniform as _uniform
+from .urdf_solids import NO_TURN, Solid, add_link, volume_m3, with_density, with_mass
 
 GENERATOR_VERSION = "1"
 SPLIT_COUNTS = {"train": 29, "test": 10}
@@ -211,7 +210,7 @@ def sample_bucket(model_id: str) -> BucketSpec:
     spec = dataclasses.replace(
         spec, inner_bottom_radius_m=round(spec.outer_radius_at(bottom_m) - thickness_m, 4), **_sample_handle(rng, spec)
     )
-    handle_volume = sum(_mass_properties(s)[0] for s in _handle_solids(spec))
+    handle_volume = volume_m3(_handle_solids(spec))
     handle_mass_kg = round(_HANDLE_DENSITY_KG_M3 * handle_volume, 4)
     # Heavier for bigger buckets, with some spread.
     size = (top_m - _TOP_RADIUS_RANGE_M[0]) / np.ptp(_TOP_RADIUS_RANGE_M) * 0.5 + (
@@ -299,26 +298,6 @@ def lying_handle_clearances(spec: BucketSpec) -> tuple[float, float]:
 # ---------------------------------------------------------------------------------------------- geometry
 
 
-class _Solid(NamedTuple):
-    """One visual + collision element, in its link's frame."""
-
-    name: str
-    geometry: str  # "mesh" | "box" | "cylinder"
-    size_m: tuple[float, ...]  # box: x y z edges; cylinder: radius, length along its z; mesh: ()
-    xyz_m: tuple[float, float, float]
-    rpy_rad: tuple[float, float, float]
-    material: str  # "body" | "handle"
-    vertices: tuple[tuple[float, float, float], ...] = ()  # mesh: in the link frame
-    faces: tuple[tuple[int, ...], ...] = ()  # mesh: convex polygons, counter-clockwise seen from outside
-
-    @property
-    def mesh_file(self) -> str:
-        return f"meshes/{self.name}.obj"
-
-
-_NO_TURN = (0.0, 0.0, 0.0)
-
-
 def _ring(apothem_m: float, z_m: float, n: int) -> list[tuple[float, float, float]]:
     """Corners of a regular n-gon with the given apothem at height z; a face is centred on angle 0."""
     circum = apothem_m / math.cos(math.pi / n)
@@ -328,7 +307,7 @@ def _ring(apothem_m: float, z_m: float, n: int) -> list[tuple[float, float, floa
     ]
 
 
-def _convex_solid(name: str, vertices: list, faces: list[tuple[int, ...]], material: str = "body") -> _Solid:
+def _convex_solid(name: str, vertices: list, faces: list[tuple[int, ...]], material: str = "body") -> Solid:
     """A convex polyhedron; faces are re-oriented counter-clockwise seen from outside."""
     points = np.asarray(vertices, dtype=np.float64)
     inside = points.mean(axis=0)
@@ -338,10 +317,10 @@ def _convex_solid(name: str, vertices: list, faces: list[tuple[int, ...]], mater
         normal = np.cross(poly[1] - poly[0], poly[2] - poly[0])
         oriented.append(tuple(face) if normal @ (poly.mean(axis=0) - inside) > 0 else tuple(reversed(face)))
     rounded = tuple(tuple(round(float(c), 7) for c in v) for v in vertices)
-    return _Solid(name, "mesh", (), (0.0, 0.0, 0.0), _NO_TURN, material, rounded, tuple(oriented))
+    return Solid(name, "mesh", (), (0.0, 0.0, 0.0), NO_TURN, material, vertices=rounded, faces=tuple(oriented))
 
 
-def _body_solids(spec: BucketSpec) -> list[_Solid]:
+def _body_solids(spec: BucketSpec) -> list[Solid]:
     """Bottom slab, wall wedges and pivot ears, in the bucket frame."""
     n, b, h, t = spec.num_segments, spec.bottom_thickness_m, spec.height_m, spec.wall_thickness_m
     r = spec.outer_radius_at
@@ -366,11 +345,11 @@ def _body_solids(spec: BucketSpec) -> list[_Solid]:
     length = outer_end - inner_end
     for side, sign in (("left", 1.0), ("right", -1.0)):
         center = (0.0, sign * (inner_end + length / 2), z)
-        solids.append(_Solid(f"ear_{side}", "box", (_EAR_WIDTH_M, length, _EAR_HEIGHT_M), center, _NO_TURN, "body"))
+        solids.append(Solid(f"ear_{side}", "box", (_EAR_WIDTH_M, length, _EAR_HEIGHT_M), center, NO_TURN, "body"))
     return solids
 
 
-def _handle_solids(spec: BucketSpec) -> list[_Solid]:
+def _handle_solids(spec: BucketSpec) -> list[Solid]:
     """Straight rods along the semicircle (0, r cos s, r sin s), s in [0, pi], in the handle frame (on the
     pivot axis, axes of the bucket at q = 0). Rods are a diameter longer than their chord, so they overlap."""
     r, k, d = spec.handle_radius_m, spec.handle_segments, spec.handle_thickness_m
@@ -383,61 +362,16 @@ def _handle_solids(spec: BucketSpec) -> list[_Solid]:
         # URDF cylinders lie along their z; roll about x by atan2(-dy, dz) turns z onto the chord.
         roll = math.atan2(-chord[1], chord[2])
         solids.append(
-            _Solid(f"handle_{i}", "cylinder", (d / 2, float(np.linalg.norm(chord)) + d),
+            Solid(f"handle_{i}", "cylinder", (d / 2, float(np.linalg.norm(chord)) + d),
                    tuple(float(c) for c in (p0 + p1) / 2), (roll, 0.0, 0.0), "handle")
         )
     return solids
 
 
-# ---------------------------------------------------------------------------------------------- inertia
-
-
-def _rotation(rpy: tuple[float, float, float]) -> np.ndarray:
-    """URDF fixed-axis roll-pitch-yaw: R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
-    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
-    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
-    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
-    return rz @ ry @ rx
-
-
-def _mass_properties(solid: _Solid) -> tuple[float, np.ndarray, np.ndarray]:
-    """Volume (m^3), centre (link frame) and inertia per unit density about the centre (link axes)."""
-    if solid.geometry == "mesh":
-        triangles = [(f[0], f[i], f[i + 1]) for f in solid.faces for i in range(1, len(f) - 1)]
-        mesh = trimesh.Trimesh(np.asarray(solid.vertices), np.asarray(triangles), process=False)
-        return float(mesh.volume), np.asarray(mesh.center_mass), np.asarray(mesh.moment_inertia)
-    if solid.geometry == "box":
-        a, b, c = solid.size_m
-        volume = a * b * c
-        inertia = volume / 12 * np.diag([b * b + c * c, a * a + c * c, a * a + b * b])
-    else:
-        radius, length = solid.size_m
-        volume = math.pi * radius * radius * length
-        across = volume * (3 * radius * radius + length * length) / 12
-        inertia = np.diag([across, across, volume * radius * radius / 2])
-    rot = _rotation(solid.rpy_rad)
-    return volume, np.asarray(solid.xyz_m), rot @ inertia @ rot.T
-
-
-def _link_inertial(solids: list[_Solid], density_kg_m3: float) -> tuple[float, np.ndarray, np.ndarray]:
-    """Total mass, centre of mass and inertia tensor about it (link axes) of solids of one density."""
-    props = [_mass_properties(s) for s in solids]
-    masses = [density_kg_m3 * v for v, _, _ in props]
-    total = float(sum(masses))
-    com = sum(m * c for m, (_, c, _) in zip(masses, props)) / total
-    tensor = np.zeros((3, 3))
-    for m, (_, c, inertia) in zip(masses, props):
-        offset = c - com  # parallel-axis theorem
-        tensor += density_kg_m3 * inertia + m * (offset @ offset * np.eye(3) - np.outer(offset, offset))
-    return total, com, tensor
-
-
 # ---------------------------------------------------------------------------------------------- files
 
 
-def _obj_text(solid: _Solid) -> str:
+def _obj_text(solid: Solid) -> str:
     """Wavefront OBJ of a convex solid with one normal per face (flat shading)."""
     points = np.asarray(solid.vertices)
     lines = [f"# {solid.name}: convex, counter-clockwise faces"]
@@ -452,45 +386,13 @@ def _obj_text(solid: _Solid) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _add_link(robot: ET.Element, name: str, solids: list[_Solid], density_kg_m3: float) -> None:
-    link = ET.SubElement(robot, "link", name=name)
-    mass, com, tensor = _link_inertial(solids, density_kg_m3)
-    inertial = ET.SubElement(link, "inertial")
-    ET.SubElement(inertial, "origin", xyz=_fmt(*com), rpy="0 0 0")
-    ET.SubElement(inertial, "mass", value=_fmt(mass))
-    ET.SubElement(
-        inertial,
-        "inertia",
-        ixx=_fmt(tensor[0, 0]),
-        ixy=_fmt(tensor[0, 1]),
-        ixz=_fmt(tensor[0, 2]),
-        iyy=_fmt(tensor[1, 1]),
-        iyz=_fmt(tensor[1, 2]),
-        izz=_fmt(tensor[2, 2]),
-    )
-    for solid in solids:
-        for tag in ("visual", "collision"):
-            element = ET.SubElement(link, tag, name=solid.name)
-            ET.SubElement(element, "origin", xyz=_fmt(*solid.xyz_m), rpy=_fmt(*solid.rpy_rad))
-            geometry = ET.SubElement(element, "geometry")
-            if solid.geometry == "mesh":
-                ET.SubElement(geometry, "mesh", filename=solid.mesh_file)
-            elif solid.geometry == "box":
-                ET.SubElement(geometry, "box", size=_fmt(*solid.size_m))
-            else:
-                ET.SubElement(geometry, "cylinder", radius=_fmt(solid.size_m[0]), length=_fmt(solid.size_m[1]))
-            if tag == "visual":
-                ET.SubElement(element, "material", name=solid.material)
-
-
-def _urdf_text(spec: BucketSpec, body: list[_Solid], handle: list[_Solid]) -> str:
+def _urdf_text(spec: BucketSpec, body: list[Solid], handle: list[Solid]) -> str:
     robot = ET.Element("robot", name=spec.model_id)
     for name, rgba in {"body": spec.body_rgba, "handle": spec.handle_rgba}.items():
         material = ET.SubElement(robot, "material", name=name)
         ET.SubElement(material, "color", rgba=_fmt(*rgba))
-    body_volume = sum(_mass_properties(s)[0] for s in body)
-    _add_link(robot, "bucket", body, spec.body_mass_kg / body_volume)
-    _add_link(robot, "handle", handle, _HANDLE_DENSITY_KG_M3)
+    add_link(robot, "bucket", with_mass(body, spec.body_mass_kg))
+    add_link(robot, "handle", with_density(handle, _HANDLE_DENSITY_KG_M3))
     joint = ET.SubElement(robot, "joint", name="handle_joint", type="revolute")
     ET.SubElement(joint, "origin", xyz=_fmt(0.0, 0.0, spec.pivot_height_m), rpy="0 0 0")
     ET.SubElement(joint, "axis", xyz="0 1 0")

@@ -24,7 +24,6 @@ import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from .procedural import choice as _choice
 from .procedural import fmt as _fmt
 from .procedural import jittered_rgba as _jittered_rgba
 from .procedural import uniform as _uniform
+from .urdf_solids import ALONG_X, ALONG_Y, NO_TURN, Solid, add_link
 
 GENERATOR_VERSION = "1"
 SPLIT_COUNTS = {"drawer": {"train": 25, "test": 10}, "door": {"train": 42, "test": 10}}
@@ -565,37 +565,20 @@ def _sample_parts(
 # ---------------------------------------------------------------------------------------------- geometry
 
 
-class _Primitive(NamedTuple):
-    """One visual + collision element, in its link's frame."""
-
-    name: str
-    geometry: str  # "box" | "cylinder" | "sphere"
-    size_m: tuple[float, ...]  # box: x y z edges; cylinder: radius, length along its z; sphere: radius
-    xyz_m: tuple[float, float, float]
-    rpy_rad: tuple[float, float, float]
-    material: str  # "body" | "front" | "handle" | "lip"
-    density_kg_m3: float
-
-
-_ALONG_X = (0.0, math.pi / 2, 0.0)  # rpy turning a URDF cylinder's z axis onto x
-_ALONG_Y = (math.pi / 2, 0.0, 0.0)
-_NO_TURN = (0.0, 0.0, 0.0)
-
-
 def _floats(values) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
 
 
-def _box(name: str, center, size, material: str = "body", density: float = _WOOD_DENSITY_KG_M3) -> _Primitive:
-    return _Primitive(name, "box", _floats(size), _floats(center), _NO_TURN, material, density)
+def _box(name: str, center, size, material: str = "body", density: float = _WOOD_DENSITY_KG_M3) -> Solid:
+    return Solid(name, "box", _floats(size), _floats(center), NO_TURN, material, density)
 
 
-def _metal(name: str, geometry: str, size, center, rpy=_NO_TURN) -> _Primitive:
+def _metal(name: str, geometry: str, size, center, rpy=NO_TURN) -> Solid:
     """A handle element of solid metal."""
-    return _Primitive(name, geometry, _floats(size), _floats(center), rpy, "handle", _HANDLE_DENSITY_KG_M3)
+    return Solid(name, geometry, _floats(size), _floats(center), rpy, "handle", _HANDLE_DENSITY_KG_M3)
 
 
-def _body_primitives(spec: CabinetSpec) -> list[_Primitive]:
+def _body_primitives(spec: CabinetSpec) -> list[Solid]:
     """Hollow shell (top, bottom, sides, back) plus dividers and shelves, in the cabinet frame."""
     w, d, h, t = spec.width_m, spec.depth_m, spec.height_m, spec.panel_thickness_m
     inner_d = d - t  # dividers run from the front face to the back panel
@@ -628,7 +611,7 @@ def _body_primitives(spec: CabinetSpec) -> list[_Primitive]:
     return prims
 
 
-def _drawer_primitives(part: PartSpec) -> list[_Primitive]:
+def _drawer_primitives(part: PartSpec) -> list[Solid]:
     """Front panel and open box behind it, in the drawer frame (front surface center, +x into the cabinet)."""
     tf, w, h = part.front_thickness_m, part.front_width_m, part.front_height_m
     tw, bd, bh = part.wall_thickness_m, part.box_depth_m, part.box_height_m
@@ -644,14 +627,14 @@ def _drawer_primitives(part: PartSpec) -> list[_Primitive]:
     ]
 
 
-def _door_primitives(part: PartSpec) -> list[_Primitive]:
+def _door_primitives(part: PartSpec) -> list[Solid]:
     """The door panel in the door frame (on the hinge line at the front surface, +x into the cabinet)."""
     side = -1.0 if part.hinge == "left" else 1.0  # the panel extends away from its hinge edge
     tf, w, h = part.front_thickness_m, part.front_width_m, part.front_height_m
     return [_box("door_panel", (tf / 2, side * w / 2, 0), (tf, w, h), "front")]
 
 
-def _handle_primitives(handle: HandleSpec) -> list[_Primitive]:
+def _handle_primitives(handle: HandleSpec) -> list[Solid]:
     """Handle elements protruding toward -x from the front surface (x = 0) of the part frame."""
     y, z = handle.center_y_m, handle.center_z_m
     thick, standoff = handle.thickness_m, handle.standoff_m
@@ -660,13 +643,13 @@ def _handle_primitives(handle: HandleSpec) -> list[_Primitive]:
         size = (standoff, length, thick) if handle.axis == "y" else (standoff, thick, length)
         return [_box("handle_lip", (-standoff / 2, y, z), size, "lip")]
     if handle.shape == "knob":
-        stem = _metal("handle_knob_stem", "cylinder", (thick / 2, standoff), (-standoff / 2, y, z), _ALONG_X)
+        stem = _metal("handle_knob_stem", "cylinder", (thick / 2, standoff), (-standoff / 2, y, z), ALONG_X)
         r = handle.head_diameter_m / 2
         if handle.profile == "sphere":
             head = _metal("handle_knob", "sphere", (r,), (-(standoff + r), y, z))
         else:
             depth = handle.head_depth_m
-            head = _metal("handle_knob", "cylinder", (r, depth), (-(standoff + depth / 2), y, z), _ALONG_X)
+            head = _metal("handle_knob", "cylinder", (r, depth), (-(standoff + depth / 2), y, z), ALONG_X)
         return [stem, head]
     # Bars: the bar sits `standoff` in front of the panel on two posts at its ends; the span between the
     # posts stays >= 0.05 m so a 0.02 m wide finger fits in.
@@ -674,7 +657,7 @@ def _handle_primitives(handle: HandleSpec) -> list[_Primitive]:
     bar_x = -(standoff + thick / 2)
     center = np.array([bar_x, y, z])
     if handle.profile == "cylinder":
-        turn = _ALONG_Y if handle.axis == "y" else _NO_TURN
+        turn = ALONG_Y if handle.axis == "y" else NO_TURN
         bar = _metal("handle_bar", "cylinder", (thick / 2, length), center, turn)
     else:
         size = (thick, length, thick) if handle.axis == "y" else (thick, thick, length)
@@ -685,91 +668,13 @@ def _handle_primitives(handle: HandleSpec) -> list[_Primitive]:
     for i, sign in enumerate((-1.0, 1.0)):
         p = np.array([-post_len / 2, y, z]) + sign * (length / 2 - post_d / 2) * along
         if handle.profile == "cylinder":
-            prims.append(_metal(f"handle_post_{i}", "cylinder", (post_d / 2, post_len), p, _ALONG_X))
+            prims.append(_metal(f"handle_post_{i}", "cylinder", (post_d / 2, post_len), p, ALONG_X))
         else:
             prims.append(_metal(f"handle_post_{i}", "box", (post_len, post_d, post_d), p))
     return prims
 
 
-# ---------------------------------------------------------------------------------------------- inertia
-
-
-def _rotation(rpy: tuple[float, float, float]) -> np.ndarray:
-    """URDF fixed-axis roll-pitch-yaw: R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
-    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
-    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
-    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
-    return rz @ ry @ rx
-
-
-def _mass_properties(prim: _Primitive) -> tuple[float, np.ndarray]:
-    """Mass (kg) and inertia about the primitive's own center, in its own axes (kg m^2)."""
-    if prim.geometry == "box":
-        a, b, c = prim.size_m
-        mass = prim.density_kg_m3 * a * b * c
-        return mass, mass / 12 * np.diag([b * b + c * c, a * a + c * c, a * a + b * b])
-    if prim.geometry == "cylinder":
-        r, length = prim.size_m
-        mass = prim.density_kg_m3 * math.pi * r * r * length
-        across = mass * (3 * r * r + length * length) / 12
-        return mass, np.diag([across, across, mass * r * r / 2])
-    (r,) = prim.size_m
-    mass = prim.density_kg_m3 * 4 / 3 * math.pi * r**3
-    return mass, np.eye(3) * 2 / 5 * mass * r * r
-
-
-def _link_inertial(prims: list[_Primitive]) -> tuple[float, np.ndarray, np.ndarray]:
-    """Total mass, center of mass and inertia tensor about it (link axes) of a set of solid primitives."""
-    masses, centers, inertias = [], [], []
-    for prim in prims:
-        mass, inertia = _mass_properties(prim)
-        rot = _rotation(prim.rpy_rad)
-        masses.append(mass)
-        centers.append(np.array(prim.xyz_m))
-        inertias.append(rot @ inertia @ rot.T)
-    total = float(sum(masses))
-    com = sum(m * c for m, c in zip(masses, centers)) / total
-    tensor = np.zeros((3, 3))
-    for m, c, inertia in zip(masses, centers, inertias):
-        offset = c - com  # parallel-axis theorem
-        tensor += inertia + m * (offset @ offset * np.eye(3) - np.outer(offset, offset))
-    return total, com, tensor
-
-
 # ---------------------------------------------------------------------------------------------- URDF
-
-
-def _add_link(robot: ET.Element, name: str, prims: list[_Primitive]) -> None:
-    link = ET.SubElement(robot, "link", name=name)
-    mass, com, tensor = _link_inertial(prims)
-    inertial = ET.SubElement(link, "inertial")
-    ET.SubElement(inertial, "origin", xyz=_fmt(*com), rpy="0 0 0")
-    ET.SubElement(inertial, "mass", value=_fmt(mass))
-    ET.SubElement(
-        inertial,
-        "inertia",
-        ixx=_fmt(tensor[0, 0]),
-        ixy=_fmt(tensor[0, 1]),
-        ixz=_fmt(tensor[0, 2]),
-        iyy=_fmt(tensor[1, 1]),
-        iyz=_fmt(tensor[1, 2]),
-        izz=_fmt(tensor[2, 2]),
-    )
-    for prim in prims:
-        for tag in ("visual", "collision"):
-            element = ET.SubElement(link, tag, name=prim.name)
-            ET.SubElement(element, "origin", xyz=_fmt(*prim.xyz_m), rpy=_fmt(*prim.rpy_rad))
-            geometry = ET.SubElement(element, "geometry")
-            if prim.geometry == "box":
-                ET.SubElement(geometry, "box", size=_fmt(*prim.size_m))
-            elif prim.geometry == "cylinder":
-                ET.SubElement(geometry, "cylinder", radius=_fmt(prim.size_m[0]), length=_fmt(prim.size_m[1]))
-            else:
-                ET.SubElement(geometry, "sphere", radius=_fmt(prim.size_m[0]))
-            if tag == "visual":
-                ET.SubElement(element, "material", name=prim.material)
 
 
 def _urdf_text(spec: CabinetSpec, body_index: int) -> str:
@@ -781,7 +686,7 @@ def _urdf_text(spec: CabinetSpec, body_index: int) -> str:
 
     ET.SubElement(robot, "link", name="base")
     body = f"link_{body_index}"
-    _add_link(robot, body, _body_primitives(spec))
+    add_link(robot, body, _body_primitives(spec))
     joint = ET.SubElement(robot, "joint", name=f"joint_{body_index}", type="fixed")
     ET.SubElement(joint, "origin", xyz="0 0 0", rpy="0 0 0")
     ET.SubElement(joint, "parent", link="base")
@@ -789,7 +694,7 @@ def _urdf_text(spec: CabinetSpec, body_index: int) -> str:
 
     for i, part in enumerate(spec.parts):
         shape = _drawer_primitives(part) if part.kind == "drawer" else _door_primitives(part)
-        _add_link(robot, f"link_{i}", shape + _handle_primitives(part.handle))
+        add_link(robot, f"link_{i}", shape + _handle_primitives(part.handle))
         if part.kind == "drawer":
             joint = ET.SubElement(robot, "joint", name=f"joint_{i}", type="prismatic")
             axis, upper, effort, velocity = "-1 0 0", part.travel_m, 100.0, 1.0

@@ -39,13 +39,11 @@ from pathlib import Path
 import numpy as np
 
 from .asset_cache import build_once, cache_dir
-
-# The solid-primitive helpers are the cabinets' own: one way to write geometry and inertials in this package.
-from .cabinet_generator import _add_link, _Primitive
 from .procedural import choice as _choice
 from .procedural import fmt as _fmt
 from .procedural import jittered_rgba as _jittered_rgba
 from .procedural import uniform as _uniform
+from .urdf_solids import NO_TURN, Solid, add_link, with_mass
 
 GENERATOR_VERSION = "1"
 SPLIT_COUNTS = {"train": 26, "test": 10}
@@ -309,29 +307,10 @@ def backrest_top_S(spec: ChairSpec) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- geometry
 
-_ALONG_X = (0.0, math.pi / 2, 0.0)  # rpy turning a URDF cylinder's z axis onto x
-_NO_TURN = (0.0, 0.0, 0.0)
-
-
-def _prim(name: str, geometry: str, size, xyz, material: str, rpy=_NO_TURN) -> _Primitive:
-    # Density 1 for now; _with_mass scales a part's primitives to the part's sampled mass.
-    return _Primitive(name, geometry, tuple(float(v) for v in size), tuple(float(v) for v in xyz),
-                      tuple(float(v) for v in rpy), material, 1.0)
-
-
-def _volume_m3(prim: _Primitive) -> float:
-    if prim.geometry == "box":
-        return float(np.prod(prim.size_m))
-    if prim.geometry == "cylinder":
-        r, length = prim.size_m
-        return math.pi * r * r * length
-    return 4 / 3 * math.pi * prim.size_m[0] ** 3
-
-
-def _with_mass(prims: list[_Primitive], mass_kg: float) -> list[_Primitive]:
-    """The primitives of one part, with the common density that gives the part ``mass_kg``."""
-    density = mass_kg / sum(_volume_m3(p) for p in prims)
-    return [p._replace(density_kg_m3=density) for p in prims]
+def _prim(name: str, geometry: str, size, xyz, material: str, rpy=NO_TURN) -> Solid:
+    # Density 1 for now; with_mass scales a part's primitives to the part's sampled mass.
+    return Solid(name, geometry, tuple(float(v) for v in size), tuple(float(v) for v in xyz),
+                 tuple(float(v) for v in rpy), material, 1.0)
 
 
 def _pivot_z_m(spec: ChairSpec) -> float:
@@ -350,7 +329,7 @@ def _gas_lift_levels_m(spec: ChairSpec) -> tuple[float, float, float]:
     return hub_top, hub_top + 0.6 * (seat_bottom - hub_top), seat_bottom
 
 
-def _base_primitives(spec: ChairSpec) -> list[_Primitive]:
+def _base_primitives(spec: ChairSpec) -> list[Solid]:
     """Hub and five legs (root frame); the legs' tips rest on the caster pivots."""
     pivot_z = _pivot_z_m(spec)
     leg_z = pivot_z + spec.leg_height_m / 2
@@ -372,14 +351,14 @@ def _base_primitives(spec: ChairSpec) -> list[_Primitive]:
     return prims
 
 
-def _lower_gas_lift(spec: ChairSpec) -> list[_Primitive]:
+def _lower_gas_lift(spec: ChairSpec) -> list[Solid]:
     hub_top, lift_top, _ = _gas_lift_levels_m(spec)
     bottom = hub_top - 0.01  # sunk into the hub
     return [_prim("base_gas_lift", "cylinder", (spec.gas_lift_radius_m, lift_top - bottom),
                   (0, 0, (lift_top + bottom) / 2), "frame")]
 
 
-def _upper_gas_lift(spec: ChairSpec) -> list[_Primitive]:
+def _upper_gas_lift(spec: ChairSpec) -> list[Solid]:
     """The piston rod, in the seat frame, from inside the outer cylinder up into the cushion."""
     _, lift_top, seat_bottom = _gas_lift_levels_m(spec)
     bottom = lift_top - 0.04 - spec.seat_height_m  # overlaps the outer cylinder by 4 cm
@@ -388,18 +367,18 @@ def _upper_gas_lift(spec: ChairSpec) -> list[_Primitive]:
                   (0, 0, (top + bottom) / 2), "frame")]
 
 
-def _fork_primitives(spec: ChairSpec) -> list[_Primitive]:
+def _fork_primitives(spec: ChairSpec) -> list[Solid]:
     """Fork housing in the fork frame (origin on the swivel pivot, x toward the trailing wheel)."""
     length_m = spec.caster_trail_m + 0.02
     size = (length_m, 0.6 * 2 * spec.wheel_radius_m, spec.fork_drop_m)
     return [_prim("wheel_fork", "box", size, (spec.caster_trail_m / 2, 0, -spec.fork_drop_m / 2), "wheel")]
 
 
-def _wheel_primitives(spec: ChairSpec) -> list[_Primitive]:
+def _wheel_primitives(spec: ChairSpec) -> list[Solid]:
     return [_prim("wheel", "sphere", (spec.wheel_radius_m,), (0, 0, 0), "wheel")]
 
 
-def _cushion_primitives(spec: ChairSpec) -> list[_Primitive]:
+def _cushion_primitives(spec: ChairSpec) -> list[Solid]:
     size = (spec.seat_depth_m, spec.seat_width_m, spec.seat_thickness_m)
     return [_prim("seat_cushion", "box", size, (0, 0, -spec.seat_thickness_m / 2), "fabric")]
 
@@ -415,7 +394,7 @@ def _backrest_line(spec: ChairSpec) -> tuple[float, float]:
     return x_bottom, length_m
 
 
-def _backrest_primitives(spec: ChairSpec) -> list[_Primitive]:
+def _backrest_primitives(spec: ChairSpec) -> list[Solid]:
     x_bottom, length_m = _backrest_line(spec)
     lean = spec.backrest_recline_rad
     # Mid-point of the panel: from its bottom, half its length along (-sin, 0, cos) of the lean.
@@ -425,7 +404,7 @@ def _backrest_primitives(spec: ChairSpec) -> list[_Primitive]:
     return [_prim("backrest_panel", "box", size, center, "backrest", (0.0, -lean, 0.0))]
 
 
-def _armrest_primitives(spec: ChairSpec) -> list[_Primitive]:
+def _armrest_primitives(spec: ChairSpec) -> list[Solid]:
     if not spec.has_armrests:
         return []
     post, pad_t = _ARMREST_POST_SIZE_M, _ARMREST_PAD_THICKNESS_M
@@ -442,22 +421,22 @@ def _armrest_primitives(spec: ChairSpec) -> list[_Primitive]:
     return prims
 
 
-def _link_primitives(spec: ChairSpec) -> dict[str, list[_Primitive]]:
+def _link_primitives(spec: ChairSpec) -> dict[str, list[Solid]]:
     """Solid primitives of every link, in its own frame, with densities that give the sampled masses."""
     wheel_kg = spec.caster_mass_kg * _WHEEL_SHARE
     links = {
-        "base": _with_mass(_base_primitives(spec), spec.base_mass_kg)
-        + _with_mass(_lower_gas_lift(spec), spec.gas_lift_mass_kg * _LOWER_GAS_LIFT_SHARE),
-        "seat": _with_mass(_cushion_primitives(spec), spec.seat_mass_kg)
-        + _with_mass(_backrest_primitives(spec), spec.backrest_mass_kg)
-        + (_with_mass(_armrest_primitives(spec), spec.armrest_mass_kg) if spec.has_armrests else [])
-        + _with_mass(_upper_gas_lift(spec), spec.gas_lift_mass_kg * (1 - _LOWER_GAS_LIFT_SHARE)),
+        "base": with_mass(_base_primitives(spec), spec.base_mass_kg)
+        + with_mass(_lower_gas_lift(spec), spec.gas_lift_mass_kg * _LOWER_GAS_LIFT_SHARE),
+        "seat": with_mass(_cushion_primitives(spec), spec.seat_mass_kg)
+        + with_mass(_backrest_primitives(spec), spec.backrest_mass_kg)
+        + (with_mass(_armrest_primitives(spec), spec.armrest_mass_kg) if spec.has_armrests else [])
+        + with_mass(_upper_gas_lift(spec), spec.gas_lift_mass_kg * (1 - _LOWER_GAS_LIFT_SHARE)),
     }
     for i in range(NUM_CASTERS):
         fork = [p._replace(name=f"{p.name}_{i}") for p in _fork_primitives(spec)]
         wheel = [p._replace(name=f"{p.name}_{i}") for p in _wheel_primitives(spec)]
-        links[f"caster_{i}_fork"] = _with_mass(fork, spec.caster_mass_kg - wheel_kg)
-        links[f"caster_{i}_wheel"] = _with_mass(wheel, wheel_kg)
+        links[f"caster_{i}_fork"] = with_mass(fork, spec.caster_mass_kg - wheel_kg)
+        links[f"caster_{i}_wheel"] = with_mass(wheel, wheel_kg)
     return links
 
 
@@ -486,9 +465,9 @@ def _urdf_text(spec: ChairSpec) -> str:
 
     links = _link_primitives(spec)
     for name, prims in links.items():
-        _add_link(robot, name, prims)
+        add_link(robot, name, prims)
 
-    _add_joint(robot, "seat_swivel", "base", "seat", (0, 0, spec.seat_height_m), _NO_TURN, "0 0 1",
+    _add_joint(robot, "seat_swivel", "base", "seat", (0, 0, spec.seat_height_m), NO_TURN, "0 0 1",
                spec.seat_friction, spec.seat_damping)
     pivot_z = _pivot_z_m(spec)
     for i, angle in enumerate(_leg_angles_rad(spec)):
@@ -497,7 +476,7 @@ def _urdf_text(spec: ChairSpec) -> str:
         _add_joint(robot, f"caster_{i}_swivel", "base", f"caster_{i}_fork", xyz, (0.0, 0.0, angle), "0 0 1",
                    spec.caster_friction, spec.caster_damping)
         _add_joint(robot, f"caster_{i}_roll", f"caster_{i}_fork", f"caster_{i}_wheel",
-                   (spec.caster_trail_m, 0.0, -spec.fork_drop_m), _NO_TURN, "0 1 0",
+                   (spec.caster_trail_m, 0.0, -spec.fork_drop_m), NO_TURN, "0 1 0",
                    spec.caster_friction, spec.caster_damping)
 
     ET.indent(robot)
