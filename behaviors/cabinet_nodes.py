@@ -27,7 +27,7 @@ from handleit.perception.point_cloud import estimate_front_normal, voxel_downsam
 from handleit.types import Grasp, Observation
 
 from .background import BackgroundPlanning
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, wrist_roll_starts
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
 MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable front plane
@@ -43,7 +43,6 @@ PULL_RAMP_STEPS = 10  # control steps to reach full pulling speed
 PAD_WIDTH_M = 0.0175  # Panda finger pad width (x of the gripper frame)
 OBSTACLE_VOXEL_M = 0.01  # point-cloud resolution handed to the motion planner (its octree is 1 cm too)
 KNOB_ALIGNMENT_M = 0.003  # how far off a knob's centre the pads may close
-WRIST_ROLL_STARTS_RAD = (-math.pi / 2, math.pi / 2, math.pi)  # extra IK starts (wrist joint offsets)
 # IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
 # raising it is made dear and the arm reaches up and down instead, where it can.
 REACH_WEIGHTS = {"base_height": 40.0}
@@ -190,12 +189,7 @@ class PlanGrasp(BackgroundPlanning, Skill):
             p_W, _, radius_m = snap["hinge"]
             keep_out = (p_W, radius_m + self.base_keep_out_m)
         # SNOPT is local: goals needing a large wrist roll are found from starts with the wrist rolled.
-        wrist = self.tools.arm_index[-1]
-        starts = []
-        for roll in WRIST_ROLL_STARTS_RAD:
-            q = obs.qpos.copy()
-            q[wrist] += roll
-            starts.append(q)
+        starts = wrist_roll_starts(self.tools, obs.qpos)
         reasons = []
         for grasp in ordered[: self.max_candidates]:
             for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):

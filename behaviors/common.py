@@ -106,6 +106,10 @@ RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg bas
 # The mobile base's velocity lags its command by about this much (s): the velocity drive's damping (1000 N s/m)
 # on the ~40 kg it moves; seen as a 4-step delay of the measured velocity behind a decelerating command.
 BASE_VELOCITY_LAG_S = 0.04
+# Extra IK starts: the wrist (the arm's last joint) rolled by these angles from the current posture. SNOPT is
+# local: a goal that needs a large wrist roll is found from a start with the wrist already rolled. The handle
+# trees use all three; the pick trees the quarter turns only (pick_nodes.PICK_WRIST_ROLLS_RAD).
+WRIST_ROLL_STARTS_RAD = (-math.pi / 2, math.pi / 2, math.pi)
 
 
 class JointReference:
@@ -228,6 +232,19 @@ def trapezoid_time_s(distance_m: float, speed_mps: float, ramp_s: float, stop: b
     if d >= ramps * 0.5 * v * r:  # reaches full speed
         return d / v + 0.5 * ramps * r
     return ramps * math.sqrt(2.0 * (d / ramps) * r / v)
+
+
+def wrist_roll_starts(tools: Tools, q: np.ndarray, rolls_rad: tuple[float, ...] = WRIST_ROLL_STARTS_RAD
+                      ) -> list[np.ndarray]:
+    """IK starts: ``q`` (joint positions, the model's order) with the tree's wrist rolled by each of
+    ``rolls_rad`` (rad)."""
+    wrist = tools.arm_index[-1]
+    starts = []
+    for roll in rolls_rad:
+        start = q.copy()
+        start[wrist] += roll
+        starts.append(start)
+    return starts
 
 
 def finger_gap_m(obs: Observation, tools: Tools, side: str | None = None) -> float:

@@ -36,7 +36,16 @@ from handleit.perception.tabletop_objects import (
 )
 from handleit.types import Observation, RobotModel
 
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools, finger_gap_m
+from .common import (
+    FINGER_GAP_EMPTY_M,
+    WRIST_ROLL_STARTS_RAD,
+    JointReference,
+    Skill,
+    Tools,
+    finger_gap_m,
+    wrist_roll_starts,
+)
+from .planners import arm_motion_planner
 
 MIN_TARGET_POINTS = 5  # fewer points of the target than this: not seen (ManiSkill3's cube shows ~26)
 PREGRASP_DISTANCE_M = 0.05  # back-off along the approach: the grasp sampler checks this much of the hand's path
@@ -65,9 +74,10 @@ HELD_DRIFT_STEPS = 3
 FINGER_SPREAD_M = 0.015  # fingers this much wider than they clamped have been pried open
 # Goal orientations tried for the carry: the grasp's, then turned about the vertical through the object.
 CARRY_YAWS_RAD = (0.0, math.pi / 4, -math.pi / 4, math.pi / 2, -math.pi / 2, 3 * math.pi / 4, -3 * math.pi / 4, math.pi)
-WRIST_ROLL_STARTS_RAD = (-math.pi / 2, math.pi / 2)  # extra IK starts (last arm joint offsets)
-
-_PLANNERS: dict[tuple, Any] = {}  # one mplib planner per robot per process (parsing is slow)
+# Extra IK starts of the pick trees: the wrist rolled a quarter turn either way, as they were tuned, without the
+# handle trees' half turn (each grasp's half-turn twin is a goal of its own in _reach, and one more start would
+# cost one more IK solve for every grasp the arm cannot reach).
+PICK_WRIST_ROLLS_RAD = WRIST_ROLL_STARTS_RAD[:2]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -92,15 +102,9 @@ def points_in_planner_frame(obs: Observation, model: RobotModel, p_W: np.ndarray
 def pick_motion_planner(model: RobotModel, side: str):
     """The mplib planner of ``side``'s arm for table-top picking (cached per robot): the table's points kept
     as obstacles, paths timed at :data:`PATH_SPEED_FRACTION` of the velocity limits."""
-    from handleit.planning.motion_planning import ArmMotionPlanner
-
-    key = (str(model.urdf_path), model.joint_names, side)
-    if key not in _PLANNERS:
-        speed = PATH_SPEED_FRACTION * np.where(model.velocity_limits > 0, model.velocity_limits, 1.0)
-        _PLANNERS[key] = ArmMotionPlanner.from_robot_model(
-            model, side, joint_vel_limits=speed, joint_acc_limits=speed / PATH_RAMP_S,
-            ignore_below_z_m=TABLE_KEEP_M, time_step_s=0.05)
-    return _PLANNERS[key]
+    speed = PATH_SPEED_FRACTION * np.where(model.velocity_limits > 0, model.velocity_limits, 1.0)
+    return arm_motion_planner(model, side, joint_vel_limits=speed, joint_acc_limits=speed / PATH_RAMP_S,
+                              ignore_below_z_m=TABLE_KEEP_M, time_step_s=0.05)
 
 
 def seconds_to_steps(tools: Tools, seconds: float) -> int:
@@ -121,16 +125,6 @@ def _time_to_reach_s(tools: Tools, q_from: np.ndarray, q_to: np.ndarray) -> floa
     """Seconds the slowest joint needs at its velocity limit (ramps left out)."""
     dq = np.abs(q_to - q_from)[tools.controlled]
     return float(np.max(dq / np.maximum(tools.model.velocity_limits[tools.controlled], 1e-9)))
-
-
-def _wrist_starts(tools: Tools, q: np.ndarray) -> list[np.ndarray]:
-    wrist = tools.arm_index[-1]
-    starts = []
-    for roll in WRIST_ROLL_STARTS_RAD:
-        s = q.copy()
-        s[wrist] += roll
-        starts.append(s)
-    return starts
 
 
 def _up(X_WG: np.ndarray, dz_m: float) -> np.ndarray:
@@ -282,7 +276,8 @@ class PlanPick(Skill):
         best, why = None, "IK failed"
         for X_WG in (X_WG_predicted, flipped_grasp_pose(X_WG_predicted)):
             X_WP = pregrasp_pose(X_WG, PREGRASP_DISTANCE_M)
-            pre = _solve(tools, obs, obs.qpos, X_WP, initial_guesses=_wrist_starts(tools, obs.qpos))
+            starts = wrist_roll_starts(tools, obs.qpos, PICK_WRIST_ROLLS_RAD)
+            pre = _solve(tools, obs, obs.qpos, X_WP, initial_guesses=starts)
             if not pre.success:
                 why = f"pregrasp: {pre.message}"
                 continue

@@ -17,6 +17,7 @@ from handleit.perception.segmenters import SIMULATOR, TARGET_MASKS, get_segmente
 from handleit.types import Command, Observation, RobotModel
 
 from .common import Tools
+from .planners import arm_motion_planner, whole_body_ik
 from .segment_nodes import with_segmentation
 
 _instances = itertools.count()
@@ -25,25 +26,6 @@ _instances = itertools.count()
 # too slow for a 2 s episode; it gets the arm's kp.
 TRACKING_GAINS = {part: PIDGains(g.kp, 0.0, g.kd) for part, g in PART_GAINS.items()}
 TRACKING_GAINS["base_rotation"] = PIDGains(PART_GAINS["arm"].kp, 0.0, 0.0)
-_IK_CACHE: dict[tuple, Any] = {}  # parsing the robot is slow: one IK and one planner per robot per process
-
-
-def arm_motion_planner(model: RobotModel, side: str):
-    from handleit.planning.motion_planning import ArmMotionPlanner
-
-    key = ("mplib", str(model.urdf_path), model.joint_names, side)
-    if key not in _IK_CACHE:
-        _IK_CACHE[key] = ArmMotionPlanner.from_robot_model(model, side)
-    return _IK_CACHE[key]
-
-
-def whole_body_ik(model: RobotModel):
-    from handleit.planning.whole_body_ik import WholeBodyIK
-
-    key = (str(model.urdf_path), model.joint_names)
-    if key not in _IK_CACHE:
-        _IK_CACHE[key] = WholeBodyIK.from_robot_model(model)  # a fixed arm (no base joints): its root is the world
-    return _IK_CACHE[key]
 
 
 class TreeSolver:

@@ -20,8 +20,8 @@ from handleit.behaviors.bucket_nodes import (
     rim_hold_poses,
 )
 from handleit.behaviors.chair_nodes import HOLD_DEPTH_M, MIN_HOLD_SEPARATION_M, backrest_hold_poses
-from handleit.behaviors.tree_solver import whole_body_ik
-from handleit.sim_robot import SimRobot
+from handleit.behaviors.planners import whole_body_ik
+from handleit.harness.sim_robot import SimRobot
 
 
 def _X_WB(x=0.0, y=0.0, yaw=0.0) -> np.ndarray:
