@@ -1,7 +1,7 @@
 """Demonstrations as training data: every step of every trajectory of a demonstration file, in memory.
 
-The files are those of ``baselines/demos.py`` (ManiSkill's trajectory layout, read with its
-:class:`~handleit.baselines.demos.DemoDataset`): per observation the recorder's fixed-size point cloud
+The files are those of ``baselines/demo_files.py`` (ManiSkill's trajectory layout, read with its
+:class:`~handleit.baselines.demo_files.DemoDataset`): per observation the recorder's fixed-size point cloud
 (xyz, rgb, one boolean per mask), ``agent`` (qpos, qvel, base_pose, tcp_pose) and ``extra`` (goal_pos where
 the task has one); per step the env's action (normalized joint velocities), sparse reward and flags. Only
 what a policy may see is read.
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from handleit.baselines.demo_files import DemoDataset
 from handleit.baselines.features import FeatureSpec, arrays_of_demo_obs, batch_features, state_features
 
 POLICY_CONTROL_MODE = "normalized_joint_vel"  # what the policy solver sends (SimRobot drives this controller)
@@ -76,8 +77,6 @@ def load_demo_data(paths: str | Path | list, max_trajectories: int | None = None
     """Read demonstration files of one task (``<task>.h5`` with its ``<task>.json``); trajectories that never
     succeed are skipped. ``ValueError`` for another controller than ``normalized_joint_vel`` (the policy
     solver's), a file without episodes, or missing entries."""
-    from handleit.baselines.demos import DemoDataset
-
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     for p in paths:
         if not Path(p).exists():

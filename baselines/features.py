@@ -2,7 +2,7 @@
 
 One function, :func:`batch_features`, turns raw arrays (:func:`arrays_of_demo_obs`: observations in the
 demonstration files' layout, or a live :class:`~handleit.types.Observation` put in that layout by the
-recorder's own ``baselines.demos.demo_obs_of_observation``) into the networks' inputs, so that training and
+recorder's own ``baselines.demo_files.demo_obs_of_observation``) into the networks' inputs, so that training and
 acting cannot disagree.
 
 Frames (monogram notation): W the world, B the robot's base (``base_pose``), T the first arm's tool centre
@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from handleit.poses import pose7_to_matrix
 
 POINT_FRAMES = ("base", "tcp")
 GOAL_CUE_RADIUS_M = 0.025  # the pick tasks' success radius (papers/000 Appendix C.2)
@@ -64,26 +66,6 @@ class FeatureSpec:
     def group_masks(self) -> tuple[str, ...]:
         """The mask channels that form point groups for the transformer encoder (the goal cue included)."""
         return self.mask_names + (("goal",) if self.goal_cue_points else ())
-
-
-def pose7_to_matrix(pose7: np.ndarray) -> np.ndarray:
-    """[..., 7] poses (x, y, z, qw, qx, qy, qz) -> [..., 4, 4] homogeneous matrices."""
-    pose7 = np.asarray(pose7, dtype=np.float64)
-    q = pose7[..., 3:7] / np.linalg.norm(pose7[..., 3:7], axis=-1, keepdims=True)
-    w, x, y, z = (q[..., i] for i in range(4))
-    X = np.zeros(pose7.shape[:-1] + (4, 4))
-    X[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    X[..., 0, 1] = 2 * (x * y - w * z)
-    X[..., 0, 2] = 2 * (x * z + w * y)
-    X[..., 1, 0] = 2 * (x * y + w * z)
-    X[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    X[..., 1, 2] = 2 * (y * z - w * x)
-    X[..., 2, 0] = 2 * (x * z - w * y)
-    X[..., 2, 1] = 2 * (y * z + w * x)
-    X[..., 2, 2] = 1 - 2 * (x * x + y * y)
-    X[..., :3, 3] = pose7[..., :3]
-    X[..., 3, 3] = 1.0
-    return X
 
 
 def subsample_indices(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -167,13 +149,13 @@ def state_features(spec: FeatureSpec, qpos, qvel, base_pose, tcp_pose, goal_W) -
 
 def _frame(spec: FeatureSpec, base_pose, tcp_pose) -> tuple[np.ndarray, np.ndarray]:
     """R_WF [B, 3, 3] and p_WF [B, 3] of the points' frame F."""
-    X_WF = pose7_to_matrix(base_pose if spec.point_frame == "base" else np.asarray(tcp_pose)[:, :7])
+    X_WF = pose7_to_matrix(base_pose if spec.point_frame == "base" else np.asarray(tcp_pose)[:, :7], normalize=True)
     return X_WF[:, :3, :3], X_WF[:, :3, 3]
 
 
 def arrays_of_demo_obs(obs: dict, mask_names: tuple[str, ...], frame: str = "world") -> dict[str, np.ndarray]:
     """The raw arrays of :func:`batch_features` from observations in the demonstration layout
-    (``baselines/demos.py``: ``{"pointcloud": {xyz, rgb, <mask>...}, "agent": {qpos, qvel, base_pose,
+    (``baselines/demo_files.py``: ``{"pointcloud": {xyz, rgb, <mask>...}, "agent": {qpos, qvel, base_pose,
     tcp_pose}, "extra": {goal_pos}}``, every array with a leading batch axis). ``frame``: the frame of the
     stored points, ``"world"`` or ``"base"`` (then turned to the world with ``base_pose``)."""
     pc, agent = obs["pointcloud"], obs["agent"]
@@ -183,7 +165,7 @@ def arrays_of_demo_obs(obs: dict, mask_names: tuple[str, ...], frame: str = "wor
                          f"{sorted(k for k in pc if k not in ('xyz', 'rgb'))}")
     xyz = np.asarray(pc["xyz"], dtype=np.float64)
     if frame == "base":
-        X_WB = pose7_to_matrix(agent["base_pose"])
+        X_WB = pose7_to_matrix(agent["base_pose"], normalize=True)
         xyz = np.einsum("bij,bnj->bni", X_WB[:, :3, :3], xyz) + X_WB[:, None, :3, 3]
     elif frame != "world":
         raise ValueError(f"points are in frame {frame!r}; expected 'world' or 'base'")

@@ -1,16 +1,16 @@
 """A trained policy as a solver of the evaluation harness: ``handleit eval --solver bc:checkpoint.pt``.
 
 :class:`PolicySolver` follows the solver protocol (``reset(observation)``, ``step(observation) ->
-Command``) of ``handleit.solvers``. Each step it builds the network inputs from the observation exactly as
-training built them from the demonstrations: the observation is put in the demonstration layout by the
-recorder's own function (``baselines.demos.demo_obs_of_observation``: the valid points, its ground removal
+Command``) of ``handleit.harness.solvers``. Each step it builds the network inputs from the observation
+exactly as training built them from the demonstrations: the observation is put in the demonstration layout by
+the recorder's own function (``baselines.demo_files.demo_obs_of_observation``: the valid points, its ground removal
 if it used one, sampled uniformly to its point count, e.g. 1200), then
 :func:`~handleit.baselines.features.batch_features` takes the network's subset (``FeatureSpec.num_points``)
 and the frame, as the training batches do.
 
 The actor's output is the env's action (normalized joint velocities, papers/002 footnote 2). It is sent as
-``Command.normalized_qvel``, which :class:`~handleit.sim_robot.SimRobot` passes to the env unchanged; the
-command's ``qvel`` holds the same velocities in m/s and rad/s (base x/y turned to the world frame) for logs
+``Command.normalized_qvel``, which :class:`~handleit.harness.sim_robot.SimRobot` passes to the env unchanged;
+the command's ``qvel`` holds the same velocities in m/s and rad/s (base x/y turned to the world frame) for logs
 and for robots that read only ``qvel``.
 """
 
@@ -26,7 +26,7 @@ import torch
 
 from handleit.baselines.checkpoint import ALGORITHMS, LoadedPolicy, load_checkpoint
 from handleit.baselines.dataset import POLICY_CONTROL_MODE
-from handleit.baselines.demos import demo_obs_of_observation
+from handleit.baselines.demo_files import demo_obs_of_observation
 from handleit.baselines.features import arrays_of_demo_obs, batch_features
 from handleit.control.actions import base_to_world_velocity, denormalize_velocity
 from handleit.torch_threads import torch_threads

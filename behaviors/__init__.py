@@ -18,7 +18,7 @@ TREES = {
     "MoveBucket": create_move_bucket_tree,
     "PickCube": create_pick_tree,
     "PickObject": create_pick_tree,
-    "ms3:PickCube-v1": create_pick_tree,  # ManiSkill3's own tasks, through handleit.ms3_adapter
+    "ms3:PickCube-v1": create_pick_tree,  # ManiSkill3's own tasks, through handleit.harness.ms3_adapter
     "ms3:StackCube-v1": create_stack_tree,
 }
 # Solver options per task: the dual-arm trees drive both arms and keep their own blackboard keys.
@@ -28,7 +28,7 @@ TREE_OPTIONS = {
     "MoveBucket": {"sides": _DUAL_ARM, "blackboard": BUCKET_BLACKBOARD, "segment_target": "floor_object"},
 }
 # The tabletop arm (bundled and ManiSkill3) is the side "arm"; its grasps come from the 6-DoF object sampler
-# unless the solver names another predictor ("bt:learned_scorer", see handleit.solvers).
+# unless the solver names another predictor ("bt:learned_scorer", see handleit.harness.solvers).
 _PICK = {"side": "arm", "grasp_predictor": "antipodal_6dof", "blackboard": PICK_BLACKBOARD,
          "segment_target": "table_object"}
 TREE_OPTIONS.update({task: _PICK for task in ("PickCube", "PickObject", "ms3:PickCube-v1", "ms3:StackCube-v1")})

@@ -1,5 +1,5 @@
 """Pick-and-place trees for an arm at a table, built by plain functions: bundled PickCube and PickObject,
-ManiSkill3's PickCube-v1 (through ``handleit.ms3_adapter``) and StackCube-v1.
+ManiSkill3's PickCube-v1 (through ``handleit.harness.ms3_adapter``) and StackCube-v1.
 
     pick and place (Sequence)
     ├── perceive                              every tick: target centre and top, table height (not while held)

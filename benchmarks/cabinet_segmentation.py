@@ -23,7 +23,7 @@ import numpy as np
 import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.perception.cabinet_segmentation import CabinetPartTracker
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:

@@ -24,7 +24,7 @@ from py_trees.common import Status
 import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.perception.chair_center import estimate_chair_center
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 
 
 def run(split: str, episodes: int, max_steps: int, seed: int) -> dict[str, list[float]]:

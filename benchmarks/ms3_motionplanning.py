@@ -3,7 +3,7 @@
 ``mani_skill.examples.motionplanning.panda`` solves PickCube-v1 and StackCube-v1 by reading the cubes' and
 the goal's poses from the simulator (ground truth) and planning with mplib: the ceiling for a solver that
 perceives from point clouds instead. Run on the same seeds as ``handleit eval --task ms3:<id>``
-(``handleit.ms3_adapter.episode_seeds``: the same seed gives the same cube, goal and robot start in both),
+(``handleit.harness.ms3_adapter.episode_seeds``: the same seed gives the same cube, goal and robot start in both),
 the gap between the two tables is the cost of perceiving instead of reading state.
 
 Per episode, as ManiSkill3's ``motionplanning/panda/run.py`` does: ``env.reset(seed)`` and the task's
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from handleit.ms3_adapter import episode_seeds
+from handleit.harness.ms3_adapter import episode_seeds
 
 TASKS = ("PickCube-v1", "StackCube-v1")
 

@@ -30,7 +30,7 @@ import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.perception.bucket_rim import ball_points_mask
 from handleit.perception.object_segmentation import ObjectTracker
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 
 MIN_TRUE_POINTS = 5
 SUPPORT = {"PushChair": "floor", "MoveBucket": "floor", "PickCube": "table", "PickObject": "table"}

@@ -18,7 +18,7 @@ from py_trees.common import Status
 
 import handleit.envs
 from handleit.behaviors import make_tree_solver
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 
 CABINET_PHASES = ("wait for handle points", "plan grasp", "move to pregrasp", "move to grasp", "close gripper")
 PHASES = {

@@ -35,7 +35,7 @@ ACTION_SCALE = 0.3
 
 
 def make_ms3(obs_mode: str, max_episode_steps: int):
-    from handleit.ms3_adapter import make_env
+    from handleit.harness.ms3_adapter import make_env
 
     return make_env(MS3_ENV_ID, max_episode_steps=max_episode_steps, obs_mode=obs_mode)
 

@@ -1,4 +1,4 @@
-"""The trees in real time against the simulated robot that does not wait (handleit.realtime_sim), beside lockstep.
+"""The trees in real time against the simulated robot that does not wait (handleit.harness.realtime_sim), beside lockstep.
 
 For each task, N episodes on the same seeds twice: lockstep (``handleit eval``'s loop: the env waits for every
 tick) and real time (the env in its own process on its own clock, at ``rtf`` simulated seconds per wall second,
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from handleit.evaluation import EpisodeRecord, canonical_perturbation, episode_specs, run_episodes
-from handleit.realtime_sim import split_perturbation
+from handleit.harness.evaluation import EpisodeRecord, canonical_perturbation, episode_specs, run_episodes
+from handleit.harness.realtime_sim import split_perturbation
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.perception.robot_self_filter import RobotSelfFilter
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 
 
 def agreement(filter_mask: np.ndarray, sim_mask: np.ndarray) -> dict[str, float]:

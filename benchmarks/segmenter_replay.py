@@ -17,7 +17,7 @@ import numpy as np
 
 import handleit.envs
 from handleit.behaviors import make_tree_solver
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 from handleit.types import DEFAULT_MARKER_RGB
 
 

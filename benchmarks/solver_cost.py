@@ -25,7 +25,7 @@ import numpy as np
 import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.behaviors.cabinet_nodes import Perceive
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 
 
 def _timed(obj, name: str, sink: list, per_tick: dict | None = None, key: str | None = None):

@@ -13,7 +13,12 @@ import gymnasium as gym
 
 from .articulated_object import URDFError
 from .base_env import MASK_NAMES, OBS_MODES, MobileManipulationEnv
+from .bucket_generator import bucket_ids
+from .cabinet_generator import cabinet_ids
+from .chair_generator import chair_ids
 from .controllers import CONTROL_MODES, ControlConfig
+from .object_generator import object_ids
+from .pick_cube import cube_ids
 
 DEFAULT_MAX_EPISODE_STEPS = 200
 
@@ -36,24 +41,14 @@ def model_ids(task: str, split: str) -> list[str]:
     """The bundled object ids of a task's split (cabinets, chairs, buckets, the cube or the pick objects), in a
     fixed order."""
     if task in ("OpenCabinetDrawer", "OpenCabinetDoor"):
-        from .cabinet_generator import cabinet_ids
-
         return cabinet_ids("drawer" if task == "OpenCabinetDrawer" else "door", split)
     if task == "PushChair":
-        from .chair_generator import chair_ids
-
         return chair_ids(split)
     if task == "MoveBucket":
-        from .bucket_generator import bucket_ids
-
         return bucket_ids(split)
     if task == "PickCube":
-        from .pick_cube import cube_ids
-
         return cube_ids(split)
     if task == "PickObject":
-        from .object_generator import object_ids
-
         return object_ids(split)
     raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 

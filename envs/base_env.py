@@ -23,13 +23,20 @@ import numpy as np
 import sapien
 from gymnasium import spaces
 
-from .cameras import (CameraConfig, CameraRig, color_uint8, depth_image, extrinsic_cv, fuse_point_cloud,
-                      mobile_base_cameras)
+from .cameras import (
+    CameraConfig,
+    CameraRig,
+    color_uint8,
+    depth_image,
+    extrinsic_cv,
+    fuse_point_cloud,
+    mobile_base_cameras,
+)
 from .collision_groups import ROBOT_BIT, add_ignore_bit
 from .controllers import CONTROL_MODES, ControlConfig, make_controller
-from .mobile_panda import MobilePanda
 from .markers import check_marker_rgb, mark_scene
-from .render_setup import new_scene
+from .mobile_panda import MobilePanda
+from .render_setup import new_scene, pointcloud_shader_dir
 from .robot_description import mobile_panda
 from .sensor_model import SensorPerturbation, SensorPerturber, as_perturbation
 from .target_prompts import DEFAULT_PROMPT_NOISE_M, check_prompt_noise, noisy_prompt, prompt_rng
@@ -362,8 +369,6 @@ class MobileManipulationEnv(gym.Env):
         if self.render_mode != "rgb_array":
             return None
         if self._render_camera is None:
-            from .render_setup import pointcloud_shader_dir
-
             cam = sapien.render.RenderCameraComponent(640, 480, pointcloud_shader_dir())
             cam.set_fovy(np.deg2rad(50), compute_x=True)
             entity = sapien.Entity()

@@ -24,6 +24,8 @@ import numpy as np
 import sapien
 from gymnasium import spaces
 
+from handleit.poses import quaternion_of_yaw
+
 from .tabletop_env import TabletopPandaEnv
 from .target_prompts import visual_bounds_W
 
@@ -39,10 +41,6 @@ GRASP_MIN_FORCE_N = 0.5
 GRASP_MAX_ANGLE_RAD = math.radians(85)
 # PhysX solver iterations for the object (ManiSkill3's scene default 15; SAPIEN's is 10): steadier grasps.
 SOLVER_POSITION_ITERATIONS = 15
-
-
-def _yaw_quat(yaw_rad: float) -> np.ndarray:
-    return np.array([math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2)])
 
 
 class PickPlaceEnv(TabletopPandaEnv):
@@ -107,7 +105,7 @@ class PickPlaceEnv(TabletopPandaEnv):
     def _place_object(self, xy_W: np.ndarray, yaw_rad: float) -> None:
         """The object in its resting orientation turned by ``yaw_rad``, its centre of mass above ``xy_W``,
         its lowest point on the table top (z = 0)."""
-        q = _yaw_quat(yaw_rad)
+        q = quaternion_of_yaw(yaw_rad)
         self.obj.set_pose(sapien.Pose([0.0, 0.0, 0.0], q))
         lower, _ = self.obj_body.compute_global_aabb_tight()
         com_W = self.object_com_W()

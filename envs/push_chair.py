@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import sapien
 
+from handleit.poses import quaternion_of_yaw
+
 from .articulated_object import URDFError, check_urdf
 from .base_env import LinkSpeedMeter, MobileManipulationEnv, bundled_models, look_at, pick_model
 from .chair_generator import (
@@ -125,10 +127,6 @@ def _wrap_rad(angle: float) -> float:
     return float((angle + np.pi) % (2 * np.pi) - np.pi)
 
 
-def _yaw_quat(yaw_rad: float) -> np.ndarray:
-    return np.array([math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2)])
-
-
 class PushChairEnv(MobileManipulationEnv):
     """Push a swivel chair to the red target at the origin, and leave it standing still there."""
 
@@ -175,7 +173,8 @@ class PushChairEnv(MobileManipulationEnv):
         self.chair_start_yaw_rad = _wrap_rad(theta - np.pi + rng.uniform(-CHAIR_YAW_NOISE_RAD, CHAIR_YAW_NOISE_RAD))
         chair_xy = np.asarray(TARGET_XY_M) + r * np.array([math.cos(theta), math.sin(theta)])
         # Root origin at floor level on the casters; the offset is 0 for generated chairs, up to rounding.
-        self.chair.set_root_pose(sapien.Pose([*chair_xy, self._floor_offset_m], _yaw_quat(self.chair_start_yaw_rad)))
+        q_start = quaternion_of_yaw(self.chair_start_yaw_rad)
+        self.chair.set_root_pose(sapien.Pose([*chair_xy, self._floor_offset_m], q_start))
         self.chair.set_qpos(np.zeros(self.chair.dof, dtype=np.float32))
         self.chair.set_qvel(np.zeros(self.chair.dof, dtype=np.float32))
 

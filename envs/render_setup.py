@@ -15,6 +15,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import sapien
+
 from .asset_cache import build_once, cache_dir
 
 _ENTITY_ID_LINE = "outPositionSegmentation = ivec4(ivec3(inPosition * 1000), inSegmentation[1]);"
@@ -23,8 +25,6 @@ _SHAPE_ID_LINE = "outPositionSegmentation = ivec4(ivec3(inPosition * 1000), inSe
 
 def pointcloud_shader_dir() -> str:
     """Folder of the point-cloud shader (SAPIEN's minimal shader with per-render-shape segmentation)."""
-    import sapien
-
     src = Path(sapien.__file__).parent / "vulkan_shader"
     folder = cache_dir() / "shaders" / f"pointcloud-sapien{sapien.__version__}"
 
@@ -51,10 +51,8 @@ def render_device_name() -> str:
     single-GPU rendering"). SAPIEN's own default on a machine without a GPU is the software device by its
     PCI name, which ManiSkill3 cannot be given (it parses device names as ``backend:id``) while it can be
     given ``"cpu"``, the same software device. Pinning both to this name lets bundled envs and ManiSkill3
-    envs (``handleit.ms3_adapter``) share a process in either order.
+    envs (``handleit.harness.ms3_adapter``) share a process in either order.
     """
-    import sapien
-
     try:
         sapien.Device("cuda")
         return "cuda"
@@ -64,7 +62,5 @@ def render_device_name() -> str:
 
 def new_scene():
     """An empty SAPIEN scene (CPU physics) rendering on :func:`render_device_name`."""
-    import sapien
-
     device = sapien.Device(render_device_name())
     return sapien.Scene([sapien.physx.PhysxCpuSystem(), sapien.render.RenderSystem(device)])

@@ -90,7 +90,7 @@ def load_rigid_object(scene: sapien.Scene, asset: RigidObjectAsset, material: sa
 
 def coacd_available() -> bool:
     try:
-        import coacd  # noqa: F401
+        import coacd  # noqa: F401  lazy: coacd, optional
     except ImportError:
         return False
     return True
@@ -163,7 +163,7 @@ def mesh_object_asset(path: str | Path, scale=1.0, density_kg_m3: float = DEFAUL
 def _convex_pieces(mesh: trimesh.Trimesh, method: str) -> list[trimesh.Trimesh]:
     if method == "hull":
         return [mesh.convex_hull]
-    import coacd
+    import coacd  # lazy: coacd, optional (coacd_available)
 
     coacd.set_log_level("warn")
     parts = coacd.run_coacd(coacd.Mesh(mesh.vertices, mesh.faces), threshold=COACD_THRESHOLD,

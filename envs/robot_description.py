@@ -138,7 +138,7 @@ class PandaArmDescription:
 
 def _mani_skill_panda_dir() -> Path:
     try:
-        import mani_skill
+        import mani_skill  # lazy: mani_skill, for its robot meshes' folder
     except ImportError as e:  # pragma: no cover - mani-skill is a declared dependency
         raise ImportError("mani-skill is required for the Panda and Sciurus17 meshes: pip install mani-skill==3.0.1") from e
     folder = Path(mani_skill.__file__).parent / "assets" / "robots" / "panda"
@@ -281,7 +281,7 @@ def _adjacent_pairs(robot: ET.Element) -> set[tuple[str, str]]:
 def _write_srdf(urdf_path: Path, srdf_path: Path, robot: ET.Element) -> None:
     pairs = {pair: "Adjacent" for pair in _adjacent_pairs(robot)}
     # Pairs that collide in almost every configuration (e.g. fingers against the hand they slide in).
-    from mplib import pymp
+    from mplib import pymp  # lazy: mplib, once per machine (the SRDF is cached)
 
     srdf_path.write_text(f'<robot name="{robot.get("name")}"/>')  # empty for now; silences "No SRDF file provided"
     model = pymp.ArticulatedModel(str(urdf_path), str(srdf_path), [0, 0, -9.81], [], [], convex=True, verbose=False)

@@ -311,13 +311,6 @@ def odometry_drift_transform(X_WB: np.ndarray, drift_W: np.ndarray, yaw_rad: flo
     return D
 
 
-def _matrix_of_pose7(pose7: np.ndarray) -> np.ndarray:
-    """(x, y, z, qw, qx, qy, qz) -> 4x4, the quaternion normalized first (a float32 pose's is not quite unit)."""
-    w, qx, qy, qz = (float(v) for v in pose7[3:7])
-    n = math.sqrt(w * w + qx * qx + qy * qy + qz * qz)
-    return pose7_to_matrix([*(float(v) for v in pose7[:3]), w / n, qx / n, qy / n, qz / n])
-
-
 # ----------------------------------------------------------------------------------------------------------
 # One episode's perturbation, as the env applies it
 # ----------------------------------------------------------------------------------------------------------
@@ -387,7 +380,8 @@ class SensorPerturber:
             return out
         qpos = np.asarray(agent["qpos"], dtype=np.float64).copy()
         qvel = np.asarray(agent["qvel"], dtype=np.float64).copy()
-        X_WTs = [_matrix_of_pose7(t) for t in np.asarray(agent["tcp_pose"], dtype=np.float64).reshape(-1, 7)]
+        # a float32 pose's quaternion is not quite unit: normalized first
+        X_WTs = list(pose7_to_matrix(np.asarray(agent["tcp_pose"], dtype=np.float64).reshape(-1, 7), normalize=True))
         if noisy_joints:
             index = np.concatenate([robot.base_index[3:], *(robot.arm_index[s] for s in robot.sides)]).astype(int)
             qpos[index] += p.joint_noise_rad * self.rng.standard_normal(len(index))
@@ -398,7 +392,7 @@ class SensorPerturber:
             X_WTs = [X_W_root @ np.asarray(self._fk.get_link_pose(i).to_transformation_matrix(), dtype=np.float64)
                      for i in self._tcp_link_index]
         if drifting:
-            X_WB = _matrix_of_pose7(agent["base_pose"])
+            X_WB = pose7_to_matrix(agent["base_pose"], normalize=True)
             D = odometry_drift_transform(X_WB, drift_W, yaw)
             x, y, th = robot.base_index[:3]
             qpos[x] += drift_W[0]

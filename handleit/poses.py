@@ -1,6 +1,7 @@
 """Pose conversions shared by every layer (the bottom layer, beside the shared types; numpy only): a unit
 quaternion (w, x, y, z) to a rotation matrix and back, and the envs' 7-number poses (x, y, z, qw, qx, qy, qz,
-SAPIEN's and ManiSkill's layout) to 4x4 homogeneous transforms and back."""
+SAPIEN's and ManiSkill's layout, one or a batch) to 4x4 homogeneous transforms and back, and the quaternion
+of a turn about z."""
 
 from __future__ import annotations
 
@@ -39,14 +40,37 @@ def quaternion_of_rotation(R: np.ndarray) -> np.ndarray:
     return -q if q[0] < 0 else q
 
 
-def pose7_to_matrix(pose7) -> np.ndarray:
-    """(x, y, z, qw, qx, qy, qz) -> 4x4 (the quaternion taken as unit, as the envs report it)."""
-    X = np.eye(4)
-    X[:3, :3] = rotation_of_quaternion(pose7[3:7])
-    X[:3, 3] = pose7[:3]
+def pose7_to_matrix(pose7, normalize: bool = False) -> np.ndarray:
+    """(x, y, z, qw, qx, qy, qz) -> 4x4, or [..., 7] poses -> [..., 4, 4]. The quaternion is taken as unit, as
+    the envs report it; ``normalize=True`` divides it by its norm first (a float32 pose's is not quite unit)."""
+    pose7 = np.asarray(pose7, dtype=np.float64)
+    if pose7.shape[-1] != 7:
+        raise ValueError(f"a pose has 7 numbers (x, y, z, qw, qx, qy, qz), got shape {pose7.shape}")
+    w, x, y, z = (pose7[..., i] for i in range(3, 7))
+    if normalize:
+        n = np.sqrt(w * w + x * x + y * y + z * z)
+        w, x, y, z = w / n, x / n, y / n, z / n
+    X = np.zeros(pose7.shape[:-1] + (4, 4))
+    # rotation_of_quaternion's terms, elementwise over the batch
+    X[..., 0, 0] = 1 - 2 * (y * y + z * z)
+    X[..., 0, 1] = 2 * (x * y - w * z)
+    X[..., 0, 2] = 2 * (x * z + w * y)
+    X[..., 1, 0] = 2 * (x * y + w * z)
+    X[..., 1, 1] = 1 - 2 * (x * x + z * z)
+    X[..., 1, 2] = 2 * (y * z - w * x)
+    X[..., 2, 0] = 2 * (x * z - w * y)
+    X[..., 2, 1] = 2 * (y * z + w * x)
+    X[..., 2, 2] = 1 - 2 * (x * x + y * y)
+    X[..., :3, 3] = pose7[..., :3]
+    X[..., 3, 3] = 1.0
     return X
 
 
 def matrix_to_pose7(X: np.ndarray) -> np.ndarray:
     """4x4 rigid transform -> (x, y, z, qw, qx, qy, qz), the quaternion unit with qw >= 0."""
     return np.concatenate([X[:3, 3], quaternion_of_rotation(X[:3, :3])])
+
+
+def quaternion_of_yaw(yaw_rad: float) -> np.ndarray:
+    """(w, x, y, z) of a turn by ``yaw_rad`` about the z axis."""
+    return np.array([math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2)])

@@ -2,7 +2,7 @@
 
 Perception, planning, control and behaviors see the world only through these: an :class:`Observation` in,
 a :class:`Command` out. They never import ``handleit.envs`` and never read simulator ground truth; a
-simulated robot (``handleit.sim_robot.SimRobot``) and a real one implement :class:`RobotInterface`.
+simulated robot (``handleit.harness.sim_robot.SimRobot``) and a real one implement :class:`RobotInterface`.
 
 Poses are 4x4 homogeneous matrices named by their frames: ``X_WB`` is the pose of frame B (the mobile
 base) in frame W (the world).

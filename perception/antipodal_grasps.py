@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import ConvexHull, QhullError
 
 from handleit.perception.point_cloud import as_direction, as_points, estimate_normals, voxel_downsample
 from handleit.types import Grasp
@@ -319,8 +320,6 @@ def _perpendicular(v: np.ndarray, preferred: np.ndarray) -> np.ndarray:
 def _min_area_rectangle_axes(xy: np.ndarray) -> np.ndarray | None:
     """``[2, 2]`` axes of the smallest rectangle around 2D points (one side lies along a convex hull edge):
     a box's face normals seen from above, even from a few dozen points. None when degenerate."""
-    from scipy.spatial import ConvexHull, QhullError
-
     try:
         hull = xy[ConvexHull(xy).vertices]
     except (QhullError, ValueError):

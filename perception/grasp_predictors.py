@@ -140,6 +140,6 @@ register_grasp_predictor("antipodal_6dof")(AntipodalGraspPredictor6DoF)
 def learned_grasp_scorer(**kwargs) -> GraspPredictor:
     """The learned grasp scorer (:class:`~handleit.perception.grasp_scorer.LearnedGraspPredictor`); torch is
     imported here, on first use, not with the registry."""
-    from handleit.perception.grasp_scorer import LearnedGraspPredictor
+    from handleit.perception.grasp_scorer import LearnedGraspPredictor  # lazy: torch
 
     return LearnedGraspPredictor(**kwargs)

@@ -14,6 +14,7 @@ centre. Positions in the world frame W, metres.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from handleit.perception.antipodal_grasps import PANDA_HAND, HandGeometry
 from handleit.perception.point_cloud import as_points
@@ -22,8 +23,6 @@ from handleit.types import Grasp
 
 def point_spacing_m(points_W, default_m: float = 0.005) -> float:
     """Median distance (m) from each point to its nearest neighbour: the cloud's sampling resolution."""
-    from scipy.spatial import cKDTree
-
     p = as_points(points_W, "points_W")
     if len(p) < 2:
         return default_m

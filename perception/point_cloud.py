@@ -245,7 +245,7 @@ def estimate_normals(points, radius_m: float = 0.02, max_nn: int = 30, toward=No
         toward: a point (e.g. the camera or robot position, same frame) the normals are turned to face;
             without it their signs are arbitrary.
     """
-    import open3d as o3d  # lazy, see fit_plane
+    import open3d as o3d  # lazy: open3d, see fit_plane
 
     p = as_points(points)
     if len(p) == 0:

@@ -375,7 +375,7 @@ def _mesh_vertices(filename: str | None, urdf_dir: Path, where: str) -> np.ndarr
     if path is None:
         raise FileNotFoundError(f"{where}: mesh file {filename!r} not found (looked at "
                                 f"{', '.join(str(c) for c in candidates)})")
-    import open3d as o3d  # heavy (a second to import) and only needed for URDFs with meshes
+    import open3d as o3d  # lazy: open3d (a second to import), only for URDFs with meshes
 
     mesh = o3d.io.read_triangle_mesh(str(path))
     vertices = np.asarray(mesh.vertices, dtype=np.float64)

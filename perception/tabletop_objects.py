@@ -20,8 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 from handleit.perception.point_cloud import as_points
+from handleit.types import Grasp
 
 SUPPORT_RADIUS_M = 0.15  # the surface is measured within this horizontal distance of the object
 SUPPORT_BAND_M = 0.01  # surface points lie no higher than this above the object's lowest seen point
@@ -58,8 +60,6 @@ def min_area_rectangle(xy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         (centre [2], axes [2, 2] unit rows, side lengths [2]) in the points' frame. For fewer than 3 points
         or collinear ones: the axis-aligned bounding box.
     """
-    from scipy.spatial import ConvexHull, QhullError
-
     p = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
     if len(p) == 0:
         raise ValueError("min_area_rectangle: no points")
@@ -127,8 +127,6 @@ def estimate_tabletop_object(object_points_W, support_z: float | None = None) ->
 
 def _point_spacing_m(p: np.ndarray, least_m: float = 0.004) -> float:
     """Median nearest-neighbour distance of the points (m), at least ``least_m``."""
-    from scipy.spatial import cKDTree
-
     if len(p) < 2:
         return least_m
     d, _ = cKDTree(p).query(p, k=2)
@@ -157,8 +155,6 @@ def top_down_grasps(obj: TabletopObject, max_opening_m: float = 0.08, clearance_
     Returns:
         ``[Grasp]`` (``handleit.types.Grasp``, score 0), possibly empty.
     """
-    from handleit.types import Grasp
-
     z = float(np.clip(obj.center_W[2], obj.support_z + fingertip_clearance_m,
                       max(obj.top_z - 0.01, obj.support_z + fingertip_clearance_m)))
     approach = np.array([0.0, 0.0, -1.0])

@@ -10,6 +10,8 @@
 The Drake and mplib modules load on first use, so importing the trajectories does not pay for them.
 """
 
+import importlib
+
 from .trajectories import estimate_hinge_from_motion, hinge_arc, linear_pull, pregrasp_approach, swept_angle_rad
 
 _LAZY = {
@@ -27,7 +29,5 @@ __all__ = [
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

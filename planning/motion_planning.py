@@ -59,6 +59,7 @@ import numpy as np
 import toppra as ta
 import toppra.algorithm as ta_algorithm
 import toppra.constraint as ta_constraint
+import trimesh
 from mplib.pymp.planning import ompl
 from scipy.spatial import ConvexHull
 from scipy.spatial.transform import Rotation
@@ -190,8 +191,6 @@ def _collision_parts(urdf_path: Path) -> list[_ConvexPart]:
                 if mesh_path.suffix.lower() == ".obj":
                     vertices = _read_obj_vertices(mesh_path)
                 else:  # STL and the rest (ManiSkill3's own Panda URDF), through trimesh
-                    import trimesh
-
                     vertices = np.asarray(trimesh.load(mesh_path, force="mesh").vertices, dtype=float)
                 scale = shape.get("scale")
                 if scale:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.optimize import least_squares
 from scipy.spatial.transform import Rotation
 
 # Hinge estimation refuses input it cannot fit reliably (ValueError, see estimate_hinge_from_motion).
@@ -200,8 +201,6 @@ def _max_distance_to_line(xy: np.ndarray, a: np.ndarray, b: np.ndarray) -> float
 
 def _fit_circle(xy: np.ndarray) -> tuple[np.ndarray, float]:
     """Circle through 2-D points: algebraic (Kasa) fit, refined by geometric least squares."""
-    from scipy.optimize import least_squares
-
     A = np.column_stack([2 * xy, np.ones(len(xy))])
     b = np.sum(xy**2, axis=1)
     sol, *_ = np.linalg.lstsq(A, b, rcond=None)

@@ -63,7 +63,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 
 # --- Vulkan for SAPIEN's renderer ---------------------------------------------------------------------
-if ! .venv/bin/python -m handleit.render_check --quiet; then
+if ! .venv/bin/python -m handleit.harness.render_check --quiet; then
     log "no usable Vulkan device: installing software Vulkan (Mesa lavapipe) from bookworm-backports"
     if [ ! -f /etc/apt/sources.list.d/bookworm-backports.sources ]; then
         as_root tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null <<'EOF'
@@ -78,14 +78,14 @@ EOF
     if [ "$apt_updated" = 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         -t bookworm-backports mesa-vulkan-drivers libvulkan1 >/dev/null
-    if ! .venv/bin/python -m handleit.render_check; then
+    if ! .venv/bin/python -m handleit.harness.render_check; then
         log "SAPIEN still finds no rendering device after installing Mesa from bookworm-backports"; exit 1
     fi
 fi
 
 # --- ROS 1 (the ROS bridge: handleit serve-ros / run-ros, tests/test_ros_bridge.py) ----------------------
 # Debian 12 packages ROS 1 (rospy 1.15); its modules go to /usr/lib/python3/dist-packages, which
-# handleit.ros_env appends at the END of the environment's sys.path, so the pinned numpy etc. still win.
+# handleit.harness.ros_env appends at the END of the environment's sys.path, so the pinned numpy etc. still win.
 # ROS 2 is not packaged for Debian 12.
 if ! command -v roscore >/dev/null 2>&1 || [ ! -d /usr/lib/python3/dist-packages/rospy ] \
         || [ ! -d /usr/lib/python3/dist-packages/nav_msgs ]; then

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from handleit.solvers import IdleSolver
+from handleit.harness.solvers import IdleSolver
 
 
 class _Raising(IdleSolver):

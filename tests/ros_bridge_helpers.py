@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from handleit import ros_messages as rm
-from handleit.ros_robot import JointGroups, RosContract
+from handleit.harness import ros_messages as rm
+from handleit.harness.ros_robot import JointGroups, RosContract
 from handleit.types import Command, RobotModel
 
 
@@ -71,7 +71,7 @@ class Master:
 def drawer_robot_model() -> RobotModel:
     """The bundled single-arm mobile Panda's model, as the drawer env builds it (its description files)."""
     import handleit.envs
-    from handleit.sim_robot import robot_model_of
+    from handleit.harness.sim_robot import robot_model_of
 
     env = handleit.envs.make("OpenCabinetDrawer", obs_mode="pointcloud")
     model = robot_model_of(env)
@@ -172,8 +172,8 @@ def wait_for(predicate, timeout_s: float = 30.0) -> bool:
 
 def master_loss_node() -> int:
     """One node: driver, recorder, RosRobot, runner. Prints "ticking", then the outcome as JSON."""
-    from handleit.realtime_runner import RealtimeRunner
-    from handleit.ros_robot import Ros1Transport, RosRobot
+    from handleit.harness.realtime_runner import RealtimeRunner
+    from handleit.harness.ros_robot import Ros1Transport, RosRobot
 
     model = drawer_robot_model()
     transport = Ros1Transport("master_loss_test")

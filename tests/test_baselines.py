@@ -13,11 +13,12 @@ import torch
 from handleit.baselines.bc import train_bc
 from handleit.baselines.checkpoint import load_checkpoint
 from handleit.baselines.dataset import load_demo_data
-from handleit.baselines.demos import DemoFileWriter, EpisodeData, write_part_file
-from handleit.baselines.features import FeatureSpec, batch_features, pose7_to_matrix
+from handleit.baselines.features import FeatureSpec, batch_features
 from handleit.baselines.networks import CONFIGS, NetworkConfig, PointNetTransformerEncoder
 from handleit.baselines.td3bc import train_td3bc
 from handleit.baselines.training import TrainLog
+from handleit.harness.demos import DemoFileWriter, EpisodeData, write_part_file
+from handleit.poses import pose7_to_matrix
 
 DOF = 9
 MASKS = ("robot", "target", "target_link")
@@ -28,7 +29,7 @@ TINY = NetworkConfig(point_mlp=(16, 32), state_mlp=(16,), head_mlp=(32,), num_po
 
 
 def write_synthetic_demos(out: Path, trajectories: int = 4, steps: int = 12, points: int = 64, seed: int = 0) -> Path:
-    """A tiny demonstration file written by the recorder's own writer (``baselines/demos.py``). The
+    """A tiny demonstration file written by the recorder's own writer (``harness/demos.py``). The
     demonstrated action is a smooth function of the joint positions, so that a policy can learn it."""
     rng = np.random.default_rng(seed)
     env_info = {"env_id": "handleit/PickCube-v0", "task": "PickCube", "control_mode": "normalized_joint_vel",
@@ -86,7 +87,7 @@ def test_features_put_points_and_goal_in_the_chosen_frame():
     np.testing.assert_allclose(state[0, -3:], [0, 0, 2.0], atol=1e-6)
     cues = points[0, 3:]
     assert np.all(cues[:, -1] == 1) and np.all(np.linalg.norm(cues[:, :3] - [0, 0, 2.0], axis=1) <= 0.0251)
-    X = pose7_to_matrix(base[0])
+    X = pose7_to_matrix(base[0], normalize=True)
     np.testing.assert_allclose(X[:3, 0], [0, 1, 0], atol=1e-9)
 
 
@@ -167,7 +168,7 @@ def bc_checkpoint(demos, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def pick_robot():
-    from handleit.sim_robot import SimRobot
+    from handleit.harness.sim_robot import SimRobot
     from tests.helpers import make_env
 
     env = make_env("PickCube", obs_mode="pointcloud")
@@ -176,7 +177,7 @@ def pick_robot():
 
 
 def test_policy_solver_acts_on_a_pickcube_observation(bc_checkpoint, pick_robot):
-    from handleit.solvers import make_solver
+    from handleit.harness.solvers import make_solver
 
     robot = pick_robot
     observation = robot.reset(seed=0)
@@ -212,7 +213,7 @@ def test_sim_robot_rejects_a_bad_normalized_command(pick_robot):
 
 
 def test_train_command_writes_a_checkpoint(demos, tmp_path, capsys):
-    from handleit.cli import main
+    from handleit.harness.cli import main
 
     out = tmp_path / "ckpt.pt"
     assert main(["train", "--algo", "td3bc", "--data", str(demos), "--out", str(out), "--config", "cpu_small",
@@ -228,8 +229,8 @@ def test_train_command_writes_a_checkpoint(demos, tmp_path, capsys):
 def test_compare_writes_table_csv_and_chart_from_records(tmp_path):
     from dataclasses import asdict
 
-    from handleit.baselines.compare import comparison_specs, run_comparison
-    from handleit.evaluation import EpisodeRecord
+    from handleit.harness.compare import comparison_specs, run_comparison
+    from handleit.harness.evaluation import EpisodeRecord
 
     tasks, solvers = ["PickCube", "PickObject"], ["bt", "bc:ckpts/{task}-bc.pt"]
     specs = comparison_specs(tasks, solvers, ["train", "test"], episodes=4, max_steps=200)

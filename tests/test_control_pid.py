@@ -27,7 +27,7 @@ from handleit.types import RobotModel
 
 DT_S = 0.01  # 100 Hz control
 
-# A single-arm mobile Panda as the env describes it (handleit.sim_robot.robot_model_of), written out here.
+# A single-arm mobile Panda as the env describes it (handleit.harness.sim_robot.robot_model_of), written out here.
 BASE = ("root_x_axis_joint", "root_y_axis_joint", "root_z_rotation_joint", "linear_actuator_height")
 ARM = tuple(f"right_panda_joint{i}" for i in range(1, 8))
 FINGERS = ("right_panda_finger_joint1", "right_panda_finger_joint2")

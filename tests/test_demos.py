@@ -1,4 +1,5 @@
-"""Demonstrations (baselines/demos.py) and their controller conversion (baselines/convert.py).
+"""Demonstrations: their files (baselines/demo_files.py), their recording (harness/demos.py) and their controller
+conversion (harness/convert_demos.py).
 
 Short PickCube episodes (about 1 s each once the env is built) and a tiny point count keep this file fast.
 """
@@ -11,17 +12,18 @@ import h5py
 import numpy as np
 import pytest
 
-from handleit.baselines import demos as demos_module
-from handleit.baselines.convert import convert_demos, convert_episode, drive_target, first_order_target
-from handleit.baselines.demos import (
+from handleit.baselines.demo_files import (
+    DEFAULT_MIN_HEIGHT_M,
     DemoDataset,
-    DemoFileWriter,
+    demo_obs_of_observation,
     downsample_point_cloud,
     load_demo_info,
     load_demos,
     read_demo,
-    record_demos,
 )
+from handleit.harness import demos as demos_module
+from handleit.harness.convert_demos import convert_demos, convert_episode, drive_target, first_order_target
+from handleit.harness.demos import DemoFileWriter, record_demos
 
 TASK, MAX_STEPS, POINTS = "PickCube", 150, 32
 
@@ -191,7 +193,7 @@ def test_unknown_task_and_bad_arguments(tmp_path):
 def test_demos_command_removes_the_ground_unless_told_to_keep_it():
     import argparse
 
-    from handleit.baselines.demos import DEFAULT_MIN_HEIGHT_M, add_commands
+    from handleit.harness.demos import add_commands
 
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers())
@@ -234,7 +236,7 @@ def test_ee_delta_pose_conversion_succeeds_closed_loop(demo_file):
 
 
 def test_convert_command_prints_the_share(demo_file, tmp_path, capsys):
-    from handleit.cli import main
+    from handleit.harness.cli import main
 
     assert main(["convert-demos", "--in", str(demo_file), "--to", "pd_joint_delta_pos", "--out", str(tmp_path),
                  "--episodes", "1"]) == 0
@@ -250,11 +252,11 @@ def test_convert_command_prints_the_share(demo_file, tmp_path, capsys):
 
 def test_demo_obs_of_observation_matches_the_recorded_layout(demo_file):
     """A policy acting through the robot interface builds the same observation dict as the files hold."""
-    from handleit.sim_robot import SimRobot
+    from handleit.harness.sim_robot import SimRobot
 
     robot = SimRobot(demos_module._env(TASK, "train", MAX_STEPS))
     observation = robot.reset(seed=0, options={"model_id": "cube"})
-    live = demos_module.demo_obs_of_observation(observation, POINTS, np.random.default_rng(0))
+    live = demo_obs_of_observation(observation, POINTS, np.random.default_rng(0))
     stored = read_demo(demo_file, 0)["obs"]
     assert live.keys() == stored.keys()
     for section in live:

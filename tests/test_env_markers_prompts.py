@@ -20,7 +20,7 @@ from handleit.envs.markers import (
     shape_materials,
 )
 from handleit.envs.pick_cube import CUBE_HALF_SIZE_M
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 
 # One model per task keeps asset generation short; chair-train-004 has an olive backrest, a hue near the
 # marker's that the env must turn away.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from handleit.evaluation import EpisodeRecord, episode_specs, run_episodes, summarize
+from handleit.harness.evaluation import EpisodeRecord, episode_specs, run_episodes, summarize
 
 
 def _specs(solver, n=1, seed=0, split="test"):
@@ -98,7 +98,7 @@ def _is_worker(pid: int) -> bool:
 def test_workers_end_when_the_evaluation_is_killed(tmp_path):
     """A killed evaluation (SIGKILL, no clean-up) leaves no worker running episodes nobody will record."""
     parent = subprocess.Popen(
-        [sys.executable, "-m", "handleit.cli", "eval", "--task", "OpenCabinetDrawer", "--split", "test",
+        [sys.executable, "-m", "handleit.harness.cli", "eval", "--task", "OpenCabinetDrawer", "--split", "test",
          "--episodes", "4", "--solver", "idle", "--max-steps", "100000", "--workers", "1", "--out", str(tmp_path)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -122,7 +122,7 @@ def test_workers_end_when_the_evaluation_is_killed(tmp_path):
 
 
 def test_two_evaluations_never_write_one_records_file(tmp_path):
-    from handleit.evaluation import OutputInUse, _sole_writer
+    from handleit.harness.evaluation import OutputInUse, _sole_writer
 
     records = tmp_path / "records.jsonl"
     with _sole_writer(records):
@@ -133,7 +133,7 @@ def test_two_evaluations_never_write_one_records_file(tmp_path):
 
 
 def test_segmenters_and_perturbations_are_columns_of_their_own_and_robustness_compares_same_seeds():
-    from handleit.evaluation import robustness_table
+    from handleit.harness.evaluation import robustness_table
 
     recs = []
     for seed in range(4):

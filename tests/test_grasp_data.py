@@ -9,7 +9,7 @@ import trimesh
 
 import handleit.envs
 from handleit.envs.rigid_object import mesh_object_asset
-from handleit.grasp_data import (
+from handleit.harness.grasp_data import (
     FloatingHandTrial,
     GenerationConfig,
     average_precision,

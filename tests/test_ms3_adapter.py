@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("mani_skill")
 
-from handleit.evaluation import episode_specs, run_episodes
-from handleit.ms3_adapter import (
+from handleit.harness.evaluation import episode_specs, run_episodes
+from handleit.harness.ms3_adapter import (
     SIDE,
     TRAIN_SEED_OFFSET,
     ManiSkill3Robot,

@@ -160,8 +160,8 @@ def test_marker_rendered_by_the_env_is_found_and_seeds_the_object(task):
     noisy prompt box matches the simulator's mask."""
     import handleit.envs
     from handleit.envs.markers import DEFAULT_MARKER_RGB
+    from handleit.harness.sim_robot import SimRobot
     from handleit.perception.object_segmentation import ObjectTracker
-    from handleit.sim_robot import SimRobot
 
     env = handleit.envs.make(task, obs_mode="pointcloud", split="train", target_marker_rgb=DEFAULT_MARKER_RGB)
     try:

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from handleit.harness.sim_robot import SimRobot
 from handleit.perception.robot_self_filter import HULL_SIMPLIFICATION_M, RobotSelfFilter
-from handleit.sim_robot import SimRobot
 from handleit.types import Command
 from tests.helpers import make_env
 

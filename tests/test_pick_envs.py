@@ -25,7 +25,7 @@ from handleit.envs.object_generator import (
 from handleit.envs.pick_cube import CUBE_HALF_SIZE_M
 from handleit.envs.rigid_object import MeshError
 from handleit.envs.stationary_panda import ARM_REST_QPOS, ROBOT_BASE_XYZ_M
-from handleit.sim_robot import SimRobot
+from handleit.harness.sim_robot import SimRobot
 from handleit.types import Command
 
 ARM = list(range(7))

@@ -23,9 +23,9 @@ from handleit.behaviors import TREES, make_tree_solver
 from handleit.behaviors.common import GraspIsHolding
 from handleit.behaviors.pick_nodes import ObjectInGripper
 from handleit.behaviors.pick_trees import create_stack_tree
+from handleit.harness.sim_robot import SimRobot
+from handleit.harness.solvers import make_solver
 from handleit.planning.whole_body_ik import WholeBodyIK
-from handleit.sim_robot import SimRobot
-from handleit.solvers import make_solver
 
 PICK_TASKS = ("PickCube", "PickObject", "ms3:PickCube-v1", "ms3:StackCube-v1")
 
@@ -144,8 +144,8 @@ def test_a_cube_knocked_out_of_the_hand_is_picked_again():
 
 _MS3_EPISODE = """
 import json
-from handleit.ms3_adapter import ManiSkill3Robot, make_env
-from handleit.solvers import make_solver
+from handleit.harness.ms3_adapter import ManiSkill3Robot, make_env
+from handleit.harness.solvers import make_solver
 
 robot = ManiSkill3Robot(make_env("ms3:PickCube-v1", max_episode_steps=200))
 obs = robot.reset(seed=0)

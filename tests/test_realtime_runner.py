@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handleit.realtime_runner import FRESHNESS_CHECK, RealtimeRunner
+from handleit.harness.realtime_runner import FRESHNESS_CHECK, RealtimeRunner
 from handleit.types import Command, Observation, RobotModel
 
 JOINTS = ("base_x", "arm_1", "arm_2", "finger_1", "finger_2")

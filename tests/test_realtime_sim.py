@@ -1,4 +1,4 @@
-"""The simulated robot that does not wait (handleit.realtime_sim): the --perturb keys, the latency buffers and the
+"""The simulated robot that does not wait (handleit.harness.realtime_sim): the --perturb keys, the latency buffers and the
 paced loop without an env; then the robot over the bundled PickCube in its own process (camera rate, sensor and
 command latency checked on the robot's own clock, never the wall clock) and one episode through the evaluation's
 real-time branch."""
@@ -12,9 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from handleit.evaluation import EpisodeRecord, _EpisodeRunner, canonical_perturbation, episode_specs
-from handleit.realtime_runner import RealtimeRunner
-from handleit.realtime_sim import (
+from handleit.harness.evaluation import EpisodeRecord, _EpisodeRunner, canonical_perturbation, episode_specs
+from handleit.harness.realtime_runner import RealtimeRunner
+from handleit.harness.realtime_sim import (
     DEFAULT_CAMERA_HZ,
     DEFAULT_REAL_TIME_FACTOR,
     DelayedCommand,

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handleit import ros_messages as rm
-from handleit.ros_env import ros_available
+from handleit.harness import ros_messages as rm
+from handleit.harness.ros_env import ros_available
 from handleit.types import Command
 
 pytestmark = [pytest.mark.skipif(not ros_available(), reason="ROS 1 not installed (scripts/setup.sh installs it)"),
@@ -54,7 +54,7 @@ def node(master, monkeypatch_module):
     """This process's one rospy node, on the private master."""
     for key in ("ROS_MASTER_URI", "ROS_HOSTNAME", "ROS_IP", "ROS_HOME", "ROS_LOG_DIR"):
         monkeypatch_module.setenv(key, master.env[key])
-    from handleit.ros_robot import Ros1Transport
+    from handleit.harness.ros_robot import Ros1Transport
 
     return Ros1Transport("handleit_test")
 
@@ -74,7 +74,7 @@ def model():
 @pytest.fixture
 def rig(node, model):
     """A driver publishing good sensors, a recorder of commands, a RosRobot; closed after the test."""
-    from handleit.ros_robot import Ros1Transport, RosRobot
+    from handleit.harness.ros_robot import Ros1Transport, RosRobot
 
     transport = Ros1Transport()  # shares the node
     driver = Driver(transport, model)
@@ -88,7 +88,7 @@ def rig(node, model):
 
 def run_until_fault(robot, model, inject) -> tuple:
     """Tick a moving solver at 50 Hz; after 10 ticks call ``inject()``; return the runner's report."""
-    from handleit.realtime_runner import RealtimeRunner
+    from handleit.harness.realtime_runner import RealtimeRunner
 
     solver = MovingSolver(model)
     runner = RealtimeRunner(robot, solver, rate_hz=50, watchdog_timeout_s=1.0)
@@ -183,7 +183,7 @@ def test_nan_points_are_dropped_and_counted_not_an_error(rig, model):
 
 def test_sensors_that_stop_stop_the_robot(rig, model):
     """The link stays up but joint states stop: the runner's freshness check and watchdog command zero."""
-    from handleit.realtime_runner import FRESHNESS_CHECK, RealtimeRunner
+    from handleit.harness.realtime_runner import FRESHNESS_CHECK, RealtimeRunner
 
     driver, recorder, robot = rig
     solver = MovingSolver(model)

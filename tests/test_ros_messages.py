@@ -1,4 +1,4 @@
-"""The pure ROS message conversions (handleit.ros_messages), without a master: real ROS 1 message classes,
+"""The pure ROS message conversions (handleit.harness.ros_messages), without a master: real ROS 1 message classes,
 serialized to bytes and back as the transport would, and the contract's bad inputs."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handleit import ros_messages as rm
 from handleit.control.actions import world_to_base_velocity
+from handleit.harness import ros_messages as rm
+from handleit.harness.ros_env import ros_available
 from handleit.poses import quaternion_of_rotation, rotation_of_quaternion
-from handleit.ros_env import ros_available
 
 pytestmark = pytest.mark.skipif(not ros_available(), reason="ROS 1 not installed (scripts/setup.sh installs it)")
 
@@ -37,7 +37,7 @@ def wire(msg):
 
 def test_rospy_imports_without_shadowing_the_pinned_packages():
     """Debian's dist-packages are appended last: rospy comes from Debian, numpy, torch, scipy and yaml from .venv."""
-    code = ("from handleit.ros_env import import_rospy; rospy = import_rospy()\n"
+    code = ("from handleit.harness.ros_env import import_rospy; rospy = import_rospy()\n"
             "import numpy, scipy, torch, yaml, sensor_msgs.msg, nav_msgs.msg, geometry_msgs.msg, std_msgs.msg\n"
             "for m in (rospy, sensor_msgs, nav_msgs, numpy, scipy, torch, yaml): print(m.__name__, m.__file__)\n"
             "print('version', numpy.__version__)")

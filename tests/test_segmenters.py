@@ -11,6 +11,7 @@ import pytest
 
 import handleit.envs
 from handleit.behaviors import make_tree_solver
+from handleit.harness.sim_robot import SimRobot
 from handleit.perception.color_markers import srgb_of_linear
 from handleit.perception.segmentation_errors import SegmentationError
 from handleit.perception.segmenters import (
@@ -21,7 +22,6 @@ from handleit.perception.segmenters import (
     register_segmenter,
     unregister_segmenter,
 )
-from handleit.sim_robot import SimRobot
 from handleit.types import DEFAULT_MARKER_RGB
 
 BUNDLED = ("simulator", "robot_self_filter", "color_marker", "geometric")

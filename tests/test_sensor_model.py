@@ -18,6 +18,7 @@ from handleit.envs.sensor_model import (
     parse_perturbation,
     perturb_depth,
 )
+from handleit.poses import pose7_to_matrix
 
 # ------------------------------------------------------------------------------------------------------------
 # The option's grammar
@@ -254,9 +255,7 @@ EVERYTHING = "depth_noise=0.01,edge_dropout=1,extrinsics=0.02/2deg,odometry_drif
 
 
 def pose_matrix(pose7) -> np.ndarray:
-    from handleit.envs.sensor_model import _matrix_of_pose7
-
-    return _matrix_of_pose7(np.asarray(pose7, dtype=np.float64))
+    return pose7_to_matrix(np.asarray(pose7, dtype=np.float64), normalize=True)
 
 
 # The last env stays open: closing every env releases SAPIEN's renderer, and the next env's first picture

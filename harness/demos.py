@@ -1,31 +1,6 @@
-"""Demonstrations: roll out a task's behavior tree on its train split and keep the successful episodes.
-
-File layout (ManiSkill's trajectory files, ``mani_skill.trajectory``): one HDF5 file and one JSON sidecar per
-task, ``<out>/<task>.h5`` and ``<out>/<task>.json``.
-
-HDF5, one group ``traj_<i>`` per kept episode (T control steps)::
-
-    obs/pointcloud/xyz         [T+1, P, 3] float32   fused point cloud (frame: env_info.obs_config.frame), m
-    obs/pointcloud/rgb         [T+1, P, 3] uint8
-    obs/pointcloud/<mask>      [T+1, P]    bool      one per env mask (env_info.obs_config.mask_names)
-    obs/agent/qpos, qvel       [T+1, dof]  float32   joint positions (m, rad) and velocities
-    obs/agent/base_pose        [T+1, 7]    float32   X_WB as (x, y, z, qw, qx, qy, qz)
-    obs/agent/tcp_pose         [T+1, 7*arms] float32 X_WT per arm, same layout
-    obs/extra/<name>           [T+1, ...]  float32   task extras where the task has them (goal_pos, m)
-    actions                    [T, A]      float32   the env action actually sent (env_info.control_mode)
-    rewards                    [T]         float32   the env's sparse reward
-    success, terminated, truncated [T]     bool
-
-Entry t of ``obs`` is the observation before ``actions[t]``; entry T the last one. The point cloud is the
-env's fused cloud after dropping invalid pixels (and, with ``min_height_m``, points at or below that height in
-the world, papers/000 F.3's ground removal), resampled to a fixed P points (papers/000 F.3: 1200): without
-replacement when enough points remain, with replacement otherwise. A group's attributes hold its episode's
-metadata (``episode``, JSON) and ``complete`` (set last, after every dataset is written).
-
-JSON: ``env_info`` (env_id, task, control_mode, max_episode_steps, obs_config, points, action_dim, ...),
-``episodes`` (one per group, in order: episode_id = i of ``traj_<i>``, seed, model_id, split, control_mode,
-elapsed_steps, success, solver, reset_kwargs) and ``failed_episodes`` (rollouts that did not succeed: not in
-the HDF5 file, listed so that a resumed run skips them), ``num_failed``.
+"""Demonstrations: roll out a task's behavior tree on its train split and keep the successful episodes, in the
+file layout of :mod:`handleit.baselines.demo_files` (ManiSkill's trajectory files: ``<out>/<task>.h5`` and
+``<out>/<task>.json``).
 
 Never corrupt on interruption: each episode is written by its worker to a part file, renamed when complete;
 the recorder alone appends complete part files to the main file (with SIGINT/SIGTERM held off while it does),
@@ -38,106 +13,36 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing as mp
 import os
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+import h5py
 import numpy as np
 
-DEFAULT_POINTS = 1200  # papers/000 Appendix F.3
-# The command line's ground removal (papers/000 F.3): the floor and the table top are at z = 0, and without
-# it they are ~89% (PickCube) to ~97% (OpenCabinetDrawer) of the recorded points, the object a few of 1200.
-DEFAULT_MIN_HEIGHT_M = 0.005
+import handleit.envs
+from handleit.baselines.demo_files import (
+    DEFAULT_MIN_HEIGHT_M,
+    DEFAULT_POINTS,
+    FORMAT,
+    STEP_KEYS,
+    demo_obs_of_env_obs,
+)
+from handleit.harness.evaluation import _sole_writer, episode_specs
+from handleit.harness.sim_robot import SimRobot
+from handleit.harness.solvers import make_solver
+
 DEFAULT_SOLVER = "bt"
-FORMAT = "handleit-demos/1"
 _COMPRESSION = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
-_STEP_KEYS = ("actions", "rewards", "success", "terminated", "truncated")  # [T] datasets of every group
-
-
-# ----------------------------------------------------------------------------------------------------
-# Observations
-# ----------------------------------------------------------------------------------------------------
-def downsample_point_cloud(xyz: np.ndarray, rgb: np.ndarray, masks: dict[str, np.ndarray], points: int,
-                           rng: np.random.Generator, min_height_m: float | None = None) -> dict[str, np.ndarray]:
-    """A fixed-size sample of a point cloud whose invalid points are already dropped.
-
-    Args:
-        xyz: [N, 3] points (m), in the world frame when ``min_height_m`` is given.
-        rgb: [N, 3] uint8 colours; masks: name -> [N] bool.
-        points: the number of points returned; drawn without replacement when at least ``points`` remain,
-            with replacement otherwise; all zeros (masks False) when none remain.
-        min_height_m: drop points with z <= this (the floor or the table top at z = 0: papers/000 F.3's
-            ground removal); None keeps every point.
-
-    Returns:
-        {"xyz": [points, 3] float32, "rgb": [points, 3] uint8, <mask>: [points] bool}.
-    """
-    xyz = np.asarray(xyz)
-    if xyz.ndim != 2 or xyz.shape[1] != 3:
-        raise ValueError(f"xyz has shape {xyz.shape}, expected [N, 3]")
-    if points < 1:
-        raise ValueError(f"points must be >= 1, got {points}")
-    keep = np.ones(len(xyz), dtype=bool) if min_height_m is None else xyz[:, 2] > min_height_m
-    candidates = np.flatnonzero(keep)
-    if len(candidates) == 0:
-        out = {"xyz": np.zeros((points, 3), np.float32), "rgb": np.zeros((points, 3), np.uint8)}
-        return out | {name: np.zeros(points, bool) for name in masks}
-    index = candidates[rng.choice(len(candidates), size=points, replace=len(candidates) < points)]
-    out = {"xyz": xyz[index].astype(np.float32), "rgb": np.asarray(rgb)[index].astype(np.uint8)}
-    return out | {name: np.asarray(m)[index].astype(bool) for name, m in masks.items()}
-
-
-def demo_obs_of_env_obs(env_obs: dict, mask_names: tuple[str, ...], points: int, rng: np.random.Generator,
-                        min_height_m: float | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """One step of ``obs`` as the demo files store it, from a handleit env's ``pointcloud`` observation."""
-    pc = env_obs["pointcloud"]
-    valid = np.asarray(pc["valid"], dtype=bool)
-    cloud = downsample_point_cloud(pc["xyz"][valid], pc["rgb"][valid], {m: pc[m][valid] for m in mask_names},
-                                   points, rng, min_height_m)
-    agent = {k: np.asarray(env_obs["agent"][k], dtype=np.float32) for k in ("qpos", "qvel", "base_pose", "tcp_pose")}
-    obs = {"pointcloud": cloud, "agent": agent}
-    if "goal_pos" in env_obs.get("extra", {}):  # the operator's prompt (target_prompt_*) is not a policy input
-        obs["extra"] = {"goal_pos": np.asarray(env_obs["extra"]["goal_pos"], dtype=np.float32)}
-    return obs
-
-
-def demo_obs_of_observation(observation, points: int, rng: np.random.Generator,
-                            min_height_m: float | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """The same dict from a robot-interface :class:`~handleit.types.Observation` (what a policy sees when it
-    runs through the harness): same sampling, same layout, so that training and acting agree."""
-    from handleit.types import Observation
-
-    if not isinstance(observation, Observation):
-        raise TypeError(f"expected a handleit.types.Observation, got {type(observation).__name__}")
-    cloud = downsample_point_cloud(observation.points, observation.colors, observation.masks, points, rng,
-                                   min_height_m)
-    agent = {
-        "qpos": np.asarray(observation.qpos, np.float32),
-        "qvel": np.asarray(observation.qvel, np.float32),
-        "base_pose": _matrix_to_pose7(observation.X_WB),
-        "tcp_pose": np.concatenate([_matrix_to_pose7(X) for X in observation.X_WT.values()]).astype(np.float32),
-    }
-    obs = {"pointcloud": cloud, "agent": agent}
-    if observation.goal_W is not None:
-        obs["extra"] = {"goal_pos": np.asarray(observation.goal_W, np.float32)}
-    return obs
-
-
-def _matrix_to_pose7(X: np.ndarray) -> np.ndarray:
-    """4x4 -> (x, y, z, qw, qx, qy, qz), float32, qw >= 0."""
-    from scipy.spatial.transform import Rotation
-
-    x, y, z, w = Rotation.from_matrix(np.asarray(X)[:3, :3]).as_quat()
-    q = np.array([w, x, y, z]) * (1.0 if w >= 0 else -1.0)
-    return np.concatenate([np.asarray(X)[:3, 3], q]).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -182,8 +87,6 @@ class EpisodeData:
 
 def write_part_file(path: Path, episode: EpisodeData) -> Path:
     """Write one episode to ``path`` (group ``traj``) through a temporary name: the file exists only whole."""
-    import h5py
-
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with h5py.File(tmp, "w") as f:
@@ -198,7 +101,7 @@ def _check_group(group) -> int:
         raise ValueError("not marked complete")
     json.loads(group.attrs["episode"])
     T = len(group["actions"])
-    for key in _STEP_KEYS:
+    for key in STEP_KEYS:
         if len(group[key]) != T:
             raise ValueError(f"{key} has {len(group[key])} entries, actions {T}")
     for section in group["obs"].values():
@@ -214,7 +117,7 @@ def _check_group(group) -> int:
 # ----------------------------------------------------------------------------------------------------
 class DemoFileWriter:
     """``<out>/<name>.h5`` and ``<out>/<name>.json``: opened (repaired if a previous run was cut off), then
-    appended one complete episode at a time. One writer per file (``handleit.evaluation.OutputInUse``)."""
+    appended one complete episode at a time. One writer per file (``handleit.harness.evaluation.OutputInUse``)."""
 
     def __init__(self, out_dir: Path, name: str, env_info: dict, resume: bool):
         self.out_dir = Path(out_dir)
@@ -227,10 +130,6 @@ class DemoFileWriter:
         self.repairs: list[str] = []  # what opening had to fix, for the log
 
     def __enter__(self) -> Self:
-        import h5py
-
-        from handleit.evaluation import _sole_writer
-
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._stack.enter_context(_sole_writer(self.h5_path))
         exists = self.h5_path.exists() or self.json_path.exists()
@@ -261,8 +160,6 @@ class DemoFileWriter:
     def _adopt_parts(self) -> None:
         """Append the complete part files a cut-off run left (episodes it finished but did not append);
         remove its half-written ones."""
-        import h5py
-
         for tmp in self.parts_dir.glob("*.tmp"):
             tmp.unlink()
         done = self.done_keys()
@@ -311,8 +208,6 @@ class DemoFileWriter:
 
     def append(self, part_path: Path) -> dict:
         """Append the episode of a part file as the next ``traj_<i>``; return its JSON entry."""
-        import h5py
-
         i = max([e["episode_id"] for e in self.episodes], default=-1) + 1
         name = f"traj_{i}"
         with _signals_held():
@@ -400,8 +295,6 @@ _ENVS: dict[tuple, Any] = {}  # one env per (task, split, max_steps) in a proces
 
 
 def _env(task: str, split: str, max_steps: int, control_mode: str = "normalized_joint_vel"):
-    import handleit.envs
-
     key = (task, split, max_steps, control_mode)
     if key not in _ENVS:
         _ENVS[key] = handleit.envs.make(task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps,
@@ -410,14 +303,11 @@ def _env(task: str, split: str, max_steps: int, control_mode: str = "normalized_
 
 
 def record_episode(spec, options: RecordOptions) -> dict:
-    """Roll out ``spec`` (a :class:`handleit.evaluation.EpisodeSpec`) with its solver through
-    :class:`~handleit.sim_robot.SimRobot`; write the episode to a part file when it succeeds.
+    """Roll out ``spec`` (a :class:`handleit.harness.evaluation.EpisodeSpec`) with its solver through
+    :class:`~handleit.harness.sim_robot.SimRobot`; write the episode to a part file when it succeeds.
 
     Returns {"meta": JSON entry, "part": path or None, "wall_time_s", "error": traceback or None}.
     """
-    from handleit.sim_robot import SimRobot
-    from handleit.solvers import make_solver
-
     start = time.perf_counter()
     meta = {"index": spec.index, "seed": spec.seed, "model_id": spec.model_id, "split": spec.split,
             "control_mode": "normalized_joint_vel", "solver": spec.solver,
@@ -458,8 +348,6 @@ def run_jobs(jobs: list, work: Callable, workers: int, on_result: Callable[[Any,
         for job in jobs:
             on_result(job, work(job))
         return
-    import multiprocessing as mp
-
     todo = list(jobs)
     for attempt in range(max_pool_restarts + 1):
         if not todo:
@@ -497,9 +385,6 @@ def record_demos(task: str, split: str = "train", episodes: int = 100, out: Path
     ``<out>/<task>.h5`` (+ ``.json``). ``resume`` continues an existing file, skipping the episodes it holds
     or lists as failed. Returns counts: kept, failed, errors, skipped, and the mean wall time per episode.
     """
-    import handleit.envs
-    from handleit.evaluation import episode_specs
-
     if task.startswith("ms3:"):
         raise ValueError("demonstrations are recorded on the bundled tasks; ManiSkill3 has its own demos")
     if episodes < 0 or max_steps < 1 or points < 1:
@@ -575,132 +460,10 @@ def _log(log, text: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Reading
-# ----------------------------------------------------------------------------------------------------
-def load_demo_info(path: Path | str) -> dict:
-    """The JSON sidecar of a demo file (``<task>.h5`` -> ``<task>.json``)."""
-    path = Path(path)
-    sidecar = path.with_suffix(".json")
-    if not sidecar.exists():
-        raise FileNotFoundError(f"no JSON sidecar {sidecar} next to {path}")
-    return json.loads(sidecar.read_text())
-
-
-def iter_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None) -> Iterator[dict]:
-    """Yield the episodes of a demo file in order, as numpy arrays::
-
-        {"episode": JSON entry, "obs": {"pointcloud": {...}, "agent": {...}, "extra": {...}},
-         "actions": [T, A], "rewards": [T], "success": [T], "terminated": [T], "truncated": [T]}
-
-    ``load_pointcloud=False`` skips the point clouds (fast, for state-only uses). Only the episodes the JSON
-    lists are read: a group a cut-off run left behind is never returned.
-    """
-    import h5py
-
-    path = Path(path)
-    info = load_demo_info(path)
-    episodes = info["episodes"][:max_episodes] if max_episodes is not None else info["episodes"]
-    with h5py.File(path, "r") as f:
-        for entry in episodes:
-            yield _read_group(f[f"traj_{entry['episode_id']}"], entry, load_pointcloud)
-
-
-def read_demo(path: Path | str, episode_id: int, load_pointcloud: bool = True) -> dict:
-    """One episode of a demo file by its ``episode_id`` (see :func:`iter_demos`)."""
-    import h5py
-
-    entries = {e["episode_id"]: e for e in load_demo_info(path)["episodes"]}
-    if episode_id not in entries:
-        raise KeyError(f"{path} has no episode {episode_id}; it has {len(entries)} episodes")
-    with h5py.File(path, "r") as f:
-        return _read_group(f[f"traj_{episode_id}"], entries[episode_id], load_pointcloud)
-
-
-def _read_group(group, entry: dict, load_pointcloud: bool) -> dict:
-    obs = {section: {k: v[()] for k, v in group["obs"][section].items()}
-           for section in group["obs"] if load_pointcloud or section != "pointcloud"}
-    return {"episode": entry, "obs": obs, **{k: group[k][()] for k in _STEP_KEYS}}
-
-
-def load_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None) -> list[dict]:
-    """All episodes of a demo file (see :func:`iter_demos`)."""
-    return list(iter_demos(path, load_pointcloud, max_episodes))
-
-
-class DemoDataset:
-    """Transitions of one or more demo files as flat numpy arrays (no torch), for BC and offline RL.
-
-    ``obs``: nested dict of arrays over every stored observation (T+1 per episode, concatenated);
-    transition n goes from ``obs[...][obs_index[n]]`` to ``obs[...][next_obs_index[n]]`` with
-    ``actions[n]``, ``rewards[n]``, ``dones[n]`` (the env terminated: success; a time-limit end is in
-    ``truncated``, not a done) and ``episode_of[n]`` (index into ``episodes``).
-    """
-
-    def __init__(self, paths: Path | str | list, load_pointcloud: bool = True, max_episodes: int | None = None):
-        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-        if not paths:
-            raise ValueError("DemoDataset needs at least one demo file")
-        self.env_info = load_demo_info(paths[0])["env_info"]
-        obs_parts, steps = [], {k: [] for k in (*_STEP_KEYS, "obs_index", "episode_of")}
-        self.episodes: list[dict] = []
-        offset = 0
-        for path in paths:
-            info = load_demo_info(path)["env_info"]
-            if info.get("action_dim") != self.env_info.get("action_dim") or \
-                    info.get("control_mode") != self.env_info.get("control_mode"):
-                raise ValueError(f"{path}: control mode {info.get('control_mode')} / action dim "
-                                 f"{info.get('action_dim')} differ from {paths[0]}'s")
-            left = None if max_episodes is None else max_episodes - len(self.episodes)
-            if left is not None and left <= 0:
-                break
-            for demo in iter_demos(path, load_pointcloud, left):
-                T = len(demo["actions"])
-                obs_parts.append(demo["obs"])
-                for k in _STEP_KEYS:
-                    steps[k].append(demo[k])
-                steps["obs_index"].append(offset + np.arange(T))
-                steps["episode_of"].append(np.full(T, len(self.episodes)))
-                self.episodes.append(demo["episode"])
-                offset += T + 1
-        if not self.episodes:
-            raise ValueError(f"no episodes in {', '.join(map(str, paths))}")
-        self.obs = {s: {k: np.concatenate([o[s][k] for o in obs_parts]) for k in obs_parts[0][s]}
-                    for s in obs_parts[0]}
-        self.actions = np.concatenate(steps["actions"]).astype(np.float32)
-        self.rewards = np.concatenate(steps["rewards"]).astype(np.float32)
-        self.dones = np.concatenate(steps["terminated"]).astype(bool)
-        self.truncated = np.concatenate(steps["truncated"]).astype(bool)
-        self.success = np.concatenate(steps["success"]).astype(bool)
-        self.obs_index = np.concatenate(steps["obs_index"])
-        self.next_obs_index = self.obs_index + 1
-        self.episode_of = np.concatenate(steps["episode_of"])
-
-    def __len__(self) -> int:
-        return len(self.actions)
-
-    @property
-    def mask_names(self) -> tuple[str, ...]:
-        return tuple(self.env_info["obs_config"]["mask_names"])
-
-    def obs_at(self, index) -> dict:
-        """Observations at positions ``index`` of ``obs`` (nested dict, arrays with a leading batch axis)."""
-        return {s: {k: v[index] for k, v in section.items()} for s, section in self.obs.items()}
-
-    def __getitem__(self, n) -> dict:
-        """Transition(s) n: {"obs", "actions", "rewards", "dones", "next_obs"}."""
-        return {"obs": self.obs_at(self.obs_index[n]), "actions": self.actions[n], "rewards": self.rewards[n],
-                "dones": self.dones[n], "next_obs": self.obs_at(self.next_obs_index[n])}
-
-    def sample(self, batch_size: int, rng: np.random.Generator) -> dict:
-        """A batch of transitions drawn uniformly with replacement."""
-        return self[rng.integers(len(self), size=batch_size)]
-
-
-# ----------------------------------------------------------------------------------------------------
-# Command line: `handleit demos` and `handleit convert-demos`
+# Command line: `handleit demos`
 # ----------------------------------------------------------------------------------------------------
 def add_commands(subparsers) -> None:
-    """Add ``demos`` and ``convert-demos`` to the ``handleit`` command line."""
+    """Add ``demos`` to the ``handleit`` command line."""
     rec = subparsers.add_parser("demos", help="roll out the task's behavior tree and record its successful "
                                 "episodes to <out>/<task>.h5 (+ .json)")
     rec.add_argument("--task", required=True, help="a bundled task, e.g. PickCube, PushChair")
@@ -720,18 +483,6 @@ def add_commands(subparsers) -> None:
     rec.add_argument("--resume", action="store_true", help="continue an existing file, skipping its episodes")
     rec.set_defaults(func=_demos_command)
 
-    from handleit.baselines.convert import CONVERTIBLE_MODES
-
-    conv = subparsers.add_parser("convert-demos", help="convert demonstrations to another controller by "
-                                 "closed-loop replay (papers/000 Sec. 2.2); print the share that still succeeds")
-    conv.add_argument("--in", dest="src", required=True, help="a demo file, e.g. demos/PickCube.h5")
-    conv.add_argument("--to", required=True, choices=CONVERTIBLE_MODES)
-    conv.add_argument("--out", required=True, help="output folder (same file names, same layout)")
-    conv.add_argument("--episodes", type=int, default=None, help="convert only the first N demos")
-    conv.add_argument("--workers", type=int, default=1)
-    conv.add_argument("--resume", action="store_true")
-    conv.set_defaults(func=_convert_command)
-
 
 def _demos_command(args) -> int:
     try:
@@ -745,20 +496,4 @@ def _demos_command(args) -> int:
     print(f"{args.task}: kept {stats['kept']} of {rollouts} rollouts (success share {share}), {stats['errors']} "
           f"errors, {stats['skipped']} skipped; {stats['mean_wall_time_s']:.1f} s per episode; file now holds "
           f"{stats['total_kept']} demos ({stats['total_failed']} failures listed): {stats['h5']}")
-    return 1 if stats["errors"] else 0
-
-
-def _convert_command(args) -> int:
-    from handleit.baselines.convert import convert_demos
-
-    try:
-        stats = convert_demos(args.src, args.to, args.out, episodes=args.episodes, workers=args.workers,
-                              resume=args.resume)
-    except (FileExistsError, FileNotFoundError, ValueError) as error:
-        print(f"handleit convert-demos: {error}", file=sys.stderr)
-        return 2
-    n = stats["converted"] + stats["failed"]
-    share = f"{stats['converted'] / n:.3f}" if n else "-"
-    print(f"{Path(args.src).name} -> {args.to}: {stats['converted']} of {n} converted demos still succeed "
-          f"(share {share}); {stats['errors']} errors; {stats['skipped']} skipped; -> {stats['h5']}")
     return 1 if stats["errors"] else 0

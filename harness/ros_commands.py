@@ -1,7 +1,6 @@
 """The ROS commands of the CLI: ``handleit serve-ros`` (a bundled env as a ROS robot, ``ros_sim_server``) and
 ``handleit run-ros`` (a task's tree against whatever robot is on the contract's topics, ``ros_robot`` and
-``realtime_runner``). Heavy modules (rospy, Drake, SAPIEN, the trees) are imported inside the commands, so
-that registering them costs the CLI nothing.
+``realtime_runner``). rospy itself is imported only when a command runs (``ros_env``).
 """
 
 from __future__ import annotations
@@ -13,12 +12,16 @@ import time
 
 import numpy as np
 
+import handleit.envs
+from handleit.harness.realtime_runner import RealtimeRunner
+from handleit.harness.ros_robot import Ros1Transport, RosBridgeError, RosRobot
+from handleit.harness.ros_sim_server import SimRobotServer
+from handleit.harness.sim_robot import robot_model_of
+from handleit.harness.solvers import make_solver
+
 
 def _serve_ros(args: argparse.Namespace) -> int:
     """Publish a bundled env as a ROS robot on the contract's topics, in real time (simulated /clock)."""
-    from handleit.ros_robot import Ros1Transport  # noqa: PLC0415  (heavy: rospy, Drake; this command only)
-    from handleit.ros_sim_server import SimRobotServer  # noqa: PLC0415  (heavy: SAPIEN)
-
     transport = Ros1Transport("handleit_sim", anonymous=False)
     server = SimRobotServer(args.task, transport, split=args.split, seed=args.seed, max_steps=args.max_steps,
                             real_time_factor=args.real_time_factor, camera_hz=args.camera_hz,
@@ -41,12 +44,6 @@ def _serve_ros(args: argparse.Namespace) -> int:
 
 def _run_ros(args: argparse.Namespace) -> int:
     """Run a task's behavior tree against whatever robot is on the contract's topics, in real time."""
-    import handleit.envs  # noqa: PLC0415  (the bundled robot description; heavy)
-    from handleit.realtime_runner import RealtimeRunner  # noqa: PLC0415
-    from handleit.ros_robot import Ros1Transport, RosBridgeError, RosRobot  # noqa: PLC0415  (rospy, Drake)
-    from handleit.sim_robot import robot_model_of  # noqa: PLC0415
-    from handleit.solvers import make_solver  # noqa: PLC0415  (the trees: heavy imports, only this command)
-
     env = handleit.envs.make(args.task, obs_mode="pointcloud")
     model = robot_model_of(env)  # the same description files and joint groups as the simulator's
     env.close()

@@ -7,15 +7,28 @@ import sys
 import time
 from pathlib import Path
 
+import imageio.v3 as iio
 import numpy as np
+
+import handleit.envs
+from handleit.harness.baseline_commands import add_commands as add_baseline_commands
+from handleit.harness.convert_demos import add_commands as add_convert_demos_commands
+from handleit.harness.demos import add_commands as add_demo_commands
+from handleit.harness.evaluation import (
+    OutputInUse,
+    canonical_perturbation,
+    episode_specs,
+    robustness_table,
+    run_episodes,
+    summarize,
+)
+from handleit.harness.grasp_data import add_commands as add_grasp_data_commands
+from handleit.harness.ros_commands import add_commands as add_ros_commands
+from handleit.perception.segmenters import available_segmenters
 
 
 def _demo(args: argparse.Namespace) -> int:
     """Open a bundled env, step it, print the point cloud and the success check, save a camera image."""
-    import imageio.v3 as iio
-
-    import handleit.envs
-
     env = handleit.envs.make(args.task, obs_mode="pointcloud", split=args.split, render_mode="rgb_array")
     print(f"{args.task} ({env.spec.id}), split {args.split}, control mode {env.unwrapped.control_mode}, "
           f"action dim {env.action_space.shape[0]}, {env.spec.max_episode_steps}-step episodes")
@@ -57,11 +70,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     """Run a solver on tasks and splits in parallel workers; write records and print the summary table."""
-    import handleit.envs
-    from handleit.evaluation import (canonical_perturbation, episode_specs, robustness_table, run_episodes,
-                                     summarize)
-    from handleit.perception.segmenters import available_segmenters
-
     tasks = list(handleit.envs.TASKS) if args.task == "all" else args.task.split(",")
     splits = args.split.split(",")
     segmenters = args.segmenter.split(",")
@@ -108,8 +116,6 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import handleit.envs
-
     parser = argparse.ArgumentParser(prog="handleit", description="Sense-plan-act manipulation toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help=_demo.__doc__)
@@ -146,23 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--episode-timeout", type=float, default=600.0, help="seconds before a hung episode is stopped")
     ev.set_defaults(func=_eval)
     # The learned grasp scorer's tools: `grasp-data` (physical trials -> .npz) and `train-grasp-scorer`.
-    from handleit.grasp_data import add_commands as add_grasp_data_commands
-
     add_grasp_data_commands(sub)
     # Demonstrations for the learned baselines: `demos` (record the trees) and `convert-demos` (controllers).
-    from handleit.baselines.demos import add_commands as add_demo_commands
-
     add_demo_commands(sub)
+    add_convert_demos_commands(sub)
     # Learned baselines: `train` (BC, TD3+BC on demonstrations) and `compare` (the success table of solvers).
-    from handleit.baselines.commands import add_commands as add_baseline_commands
-
     add_baseline_commands(sub)
-    from handleit.ros_commands import add_commands as add_ros_commands  # `serve-ros`, `run-ros` (ROS bridge)
-
-    add_ros_commands(sub)
+    add_ros_commands(sub)  # `serve-ros`, `run-ros` (ROS bridge)
     args = parser.parse_args(argv)
-    from handleit.evaluation import OutputInUse
-
     try:
         return args.func(args)
     except OutputInUse as error:

@@ -1,7 +1,7 @@
 """Check that SAPIEN finds a Vulkan device it can render with; exit status 0 if so.
 
 Used by scripts/setup.sh to decide whether software Vulkan must be installed. Run it as
-``python -m handleit.render_check``.
+``python -m handleit.harness.render_check``.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ import argparse
 import sys
 import warnings
 
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # "Failed to find system libvulkan" is expected before set-up
+    import sapien
+
 
 def find_render_device() -> str | None:
     """Return a description of the device SAPIEN renders with, or None when there is none."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Failed to find system libvulkan" is expected before set-up
-        import sapien
-
+        warnings.simplefilter("ignore")
         try:
             system = sapien.render.RenderSystem()
         except RuntimeError:

@@ -35,9 +35,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from handleit.control.actions import normalize_velocity
+from handleit.envs.render_setup import render_device_name  # the device bundled envs render on
+from handleit.poses import pose7_to_matrix
 from handleit.types import Command, Observation, RobotModel
 
 TASK_PREFIX = "ms3:"  # harness task names: "ms3:PickCube-v1"
@@ -71,8 +74,8 @@ def ms3_env_id(task: str) -> str:
         raise ValueError(f"{task!r} is not a ManiSkill3 task; write it as '{TASK_PREFIX}<env id>', "
                          f"e.g. '{TASK_PREFIX}PickCube-v1'")
     env_id = task[len(TASK_PREFIX):]
-    import mani_skill.envs  # noqa: F401  (registers the envs)
-    from mani_skill.utils.registration import REGISTERED_ENVS
+    import mani_skill.envs  # noqa: F401  lazy: mani_skill (3 s to import); registers its envs
+    from mani_skill.utils.registration import REGISTERED_ENVS  # lazy: mani_skill
 
     if env_id not in REGISTERED_ENVS:
         raise ValueError(f"unknown ManiSkill3 env {env_id!r} in task {task!r}; e.g. "
@@ -93,10 +96,7 @@ def make_env(task: str, max_episode_steps: int | None = None, obs_mode: str = "p
     """A ManiSkill3 env for ``task`` (``"ms3:<id>"`` or the bare id) on the CPU backends, one sub-scene,
     the ``pd_joint_vel`` controller, unbatched numpy in and out (ManiSkill3's :class:`CPUGymWrapper`, which
     ends an episode at its first success). ``kwargs`` go to ``gym.make`` (e.g. ``sensor_configs``)."""
-    import gymnasium as gym
-    from mani_skill.utils.wrappers.gymnasium import CPUGymWrapper
-
-    from handleit.envs.render_setup import render_device_name  # the device bundled envs render on
+    from mani_skill.utils.wrappers.gymnasium import CPUGymWrapper  # lazy: mani_skill
 
     env_id = ms3_env_id(task if is_ms3_task(task) else TASK_PREFIX + task)
     if max_episode_steps is not None:
@@ -113,7 +113,7 @@ def robot_model_of(env) -> RobotModel:
     """The planners' view of a ManiSkill3 Panda env: the agent's own URDF and SRDF (``panda_v2``, or
     ``panda_v3`` with the hand camera; the files ManiSkill3's motion planner uses), the active joints in qpos order, arm velocity limits of the ``pd_joint_vel``
     controller (rad/s) and the URDF's finger velocity limits (m/s). No base joints: the Panda is fixed."""
-    from mani_skill.agents.robots.panda import Panda
+    from mani_skill.agents.robots.panda import Panda  # lazy: mani_skill
 
     base = env.unwrapped
     agent = base.agent
@@ -210,7 +210,8 @@ class ManiSkill3Robot:
         self._obs, self.info = self.env.reset(seed=seed, options=options)
         self.steps, self.done = 0, False
         self._segment_ids = self._label_ids()  # a reconfiguring reset may renumber the actors
-        self._X_WB = _pose7_to_matrix(np.asarray(self.env.unwrapped.agent.robot.pose.raw_pose).reshape(-1)[:7])
+        raw_pose = np.asarray(self.env.unwrapped.agent.robot.pose.raw_pose).reshape(-1)[:7]
+        self._X_WB = pose7_to_matrix(raw_pose, normalize=True)  # float32: normalized, as SAPIEN's Pose does
         self._gripper_command = "hold"
         self._gripper_action = self._finger_action(float(np.mean(self._obs["agent"]["qpos"][self._fingers])))
         return self.observe()
@@ -254,7 +255,7 @@ class ManiSkill3Robot:
             qpos=np.asarray(agent["qpos"], dtype=np.float64),
             qvel=np.asarray(agent["qvel"], dtype=np.float64),
             X_WB=self._X_WB.copy(),
-            X_WT={SIDE: _pose7_to_matrix(np.asarray(extra["tcp_pose"], dtype=np.float64))},
+            X_WT={SIDE: pose7_to_matrix(np.asarray(extra["tcp_pose"], dtype=np.float64), normalize=True)},
             goal_W=None if goal is None else np.asarray(goal, dtype=np.float64).reshape(3),
         )
 
@@ -320,10 +321,3 @@ class ManiSkill3Robot:
     def success(self) -> bool:
         """ManiSkill3's ``info["success"]`` after the last step (evaluation only)."""
         return bool(self.info.get("success", False))
-
-
-def _pose7_to_matrix(pose7: np.ndarray) -> np.ndarray:
-    """SAPIEN's raw pose (x, y, z, qw, qx, qy, qz) -> 4x4."""
-    import sapien
-
-    return np.asarray(sapien.Pose(p=pose7[:3], q=pose7[3:7]).to_transformation_matrix(), dtype=np.float64)

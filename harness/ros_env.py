@@ -37,7 +37,7 @@ def import_rospy():
     """
     add_ros_to_path()
     try:
-        import rospy  # noqa: PLC0415  (an optional system dependency, imported only when ROS is used)
+        import rospy  # noqa: PLC0415  lazy: ROS 1, an optional system dependency, imported only when ROS is used
     except ImportError as error:
         raise RosUnavailable(
             f"rospy is not importable ({error}); install ROS 1 with scripts/setup.sh (Debian 12: apt-get install "

@@ -31,6 +31,7 @@ success; the rest are listed in the JSON's ``failed_episodes`` with their tracki
 from __future__ import annotations
 
 import math
+import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
@@ -39,8 +40,17 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from handleit.baselines.demos import EpisodeData, RecordingWrapper, _env, _log, load_demo_info, run_jobs
+from handleit.baselines.demo_files import load_demo_info, read_demo
 from handleit.envs.controllers import ControlConfig, EEDeltaPose, GripperPosition, JointPosition, JointVelocity
+from handleit.harness.demos import (
+    DemoFileWriter,
+    EpisodeData,
+    RecordingWrapper,
+    _env,
+    _log,
+    run_jobs,
+    write_part_file,
+)
 
 SOURCE_MODE = "normalized_joint_vel"
 CONVERTIBLE_MODES = ("pd_joint_pos", "pd_joint_delta_pos", "pd_ee_delta_pose")
@@ -204,7 +214,7 @@ def _rotate(v_xy: np.ndarray, yaw: float) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------------
 def convert_episode(demo: dict, env_info: dict, target_mode: str, options: ConvertOptions = ConvertOptions(),
                     record: bool = True) -> tuple[EpisodeData | None, dict]:
-    """Replay ``demo`` (from :func:`~handleit.baselines.demos.iter_demos`, point clouds not needed) in a
+    """Replay ``demo`` (from :func:`~handleit.harness.demos.iter_demos`, point clouds not needed) in a
     ``target_mode`` env, closed loop. Returns the converted episode (None unless ``record``) and stats:
     success, steps, source steps, repeats, and the tracking errors at the end of each source step (joint
     positions of base and arms, rad or m; tool positions, m)."""
@@ -294,8 +304,6 @@ class _ConvertJob:
         self.options, self.parts_dir = options, parts_dir
 
     def __call__(self, episode_id: int) -> dict:
-        from handleit.baselines.demos import read_demo, write_part_file
-
         start = time.perf_counter()
         result = {"meta": {}, "part": None, "error": None, "stats": {}}
         try:
@@ -318,8 +326,6 @@ def convert_demos(src: Path | str, to: str, out: Path | str, episodes: int | Non
     """Convert the demos of ``src`` (``<task>.h5``) to control mode ``to``; write ``<out>/<task>.h5`` (+ .json)
     in the same layout, keeping the converted demos that still succeed. Returns counts (converted, failed,
     errors, skipped), the share that still succeed and the tracking errors."""
-    from handleit.baselines.demos import DemoFileWriter
-
     src = Path(src)
     if to not in CONVERTIBLE_MODES:
         raise ValueError(f"unknown target control mode {to!r}; choose one of {', '.join(CONVERTIBLE_MODES)}")
@@ -378,3 +384,33 @@ def convert_demos(src: Path | str, to: str, out: Path | str, episodes: int | Non
                  median_max_qpos_error=float(np.median(errors)) if errors else float("nan"),
                  h5=str(writer.h5_path), json=str(writer.json_path))
     return stats
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line: `handleit convert-demos`
+# ----------------------------------------------------------------------------------------------------
+def add_commands(subparsers) -> None:
+    """Add ``convert-demos`` to the ``handleit`` command line."""
+    conv = subparsers.add_parser("convert-demos", help="convert demonstrations to another controller by "
+                                 "closed-loop replay (papers/000 Sec. 2.2); print the share that still succeeds")
+    conv.add_argument("--in", dest="src", required=True, help="a demo file, e.g. demos/PickCube.h5")
+    conv.add_argument("--to", required=True, choices=CONVERTIBLE_MODES)
+    conv.add_argument("--out", required=True, help="output folder (same file names, same layout)")
+    conv.add_argument("--episodes", type=int, default=None, help="convert only the first N demos")
+    conv.add_argument("--workers", type=int, default=1)
+    conv.add_argument("--resume", action="store_true")
+    conv.set_defaults(func=_convert_command)
+
+
+def _convert_command(args) -> int:
+    try:
+        stats = convert_demos(args.src, args.to, args.out, episodes=args.episodes, workers=args.workers,
+                              resume=args.resume)
+    except (FileExistsError, FileNotFoundError, ValueError) as error:
+        print(f"handleit convert-demos: {error}", file=sys.stderr)
+        return 2
+    n = stats["converted"] + stats["failed"]
+    share = f"{stats['converted'] / n:.3f}" if n else "-"
+    print(f"{Path(args.src).name} -> {args.to}: {stats['converted']} of {n} converted demos still succeed "
+          f"(share {share}); {stats['errors']} errors; {stats['skipped']} skipped; -> {stats['h5']}")
+    return 1 if stats["errors"] else 0

@@ -8,7 +8,7 @@
   ``resume=True`` skips episodes already recorded there.
 - The summary has the shape of papers/002 Table 1 (train / test success per task and solver) plus a
   breakdown of the behavior-tree nodes that failed.
-- ManiSkill3 tasks (``"ms3:PickCube-v1"``, any ManiSkill3 env id) run through ``handleit.ms3_adapter``:
+- ManiSkill3 tasks (``"ms3:PickCube-v1"``, any ManiSkill3 env id) run through ``handleit.harness.ms3_adapter``:
   success is ManiSkill3's own ``info["success"]`` (its episodes end at the first success, so this is its
   ``success_once``); no object splits, "train" and "test" differ by their seeds (``ms3_adapter.episode_seeds``).
 """
@@ -20,6 +20,8 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import sys
+import threading
 import time
 import traceback
 from collections import Counter, defaultdict
@@ -28,16 +30,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import imageio.v2 as imageio
+from tqdm import tqdm
+
+import handleit.envs
+from handleit.envs import model_ids
 from handleit.envs.sensor_model import parse_perturbation
-from handleit.ms3_adapter import ManiSkill3Robot
+from handleit.harness.ms3_adapter import ManiSkill3Robot, episode_seeds, make_env, ms3_env_id
+from handleit.harness.realtime_sim import RealtimeEpisodes, split_perturbation
+from handleit.harness.sim_robot import SimRobot
+from handleit.harness.solvers import make_solver
 from handleit.perception.segmenters import SIMULATOR
-from handleit.realtime_sim import RealtimeEpisodes, split_perturbation
-from handleit.sim_robot import SimRobot
-from handleit.solvers import make_solver
 from handleit.types import DEFAULT_MARKER_RGB
 
+try:
+    import fcntl  # POSIX: the lock on an output folder's records
+except ImportError:  # not POSIX: no lock
+    fcntl = None
+
 DEFAULT_EPISODE_TIMEOUT_S = 600.0
-MS3_PREFIX = "ms3:"  # task names of ManiSkill3 envs (handleit.ms3_adapter.TASK_PREFIX)
+MS3_PREFIX = "ms3:"  # task names of ManiSkill3 envs (handleit.harness.ms3_adapter.TASK_PREFIX)
 COLOR_MARKER = "color_marker"  # the segmenter whose episodes run in envs with the target painted
 
 
@@ -99,13 +111,9 @@ class _EpisodeRunner:
         self._realtime = RealtimeEpisodes()  # episodes with real-time keys in their perturbation
 
     def env(self, spec: EpisodeSpec):
-        import handleit.envs
-
         marker = spec.segmenter == COLOR_MARKER
         key = (spec.task, spec.split, spec.max_steps, marker, spec.perturb)
         if key not in self._envs and spec.task.startswith(MS3_PREFIX):
-            from handleit.ms3_adapter import make_env
-
             if marker or spec.perturb:
                 raise ValueError(f"{spec.task}: ManiSkill3 tasks run with the simulator segmenter and no "
                                  "perturbation only")
@@ -131,7 +139,7 @@ class _EpisodeRunner:
         robot = None
         try:
             realtime, sensor_text = split_perturbation(spec.perturb)
-            if realtime is not None:  # the robot does not wait for the tree: handleit.realtime_sim (no video)
+            if realtime is not None:  # the robot does not wait for the tree: handleit.harness.realtime_sim (no video)
                 self._realtime.run(spec, record, realtime, sensor_text=sensor_text,
                                    sim_masks=spec.segmenter == SIMULATOR,
                                    target_marker_rgb=DEFAULT_MARKER_RGB if spec.segmenter == COLOR_MARKER else None)
@@ -172,8 +180,6 @@ class _EpisodeRunner:
 
 
 def _save_video(frames, path: str, fps: int) -> None:
-    import imageio.v2 as imageio
-
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     imageio.mimwrite(path, frames[::2], fps=max(fps, 1), macro_block_size=1)
 
@@ -183,9 +189,6 @@ def _exit_with_parent(parent: int, poll_s: float = 1.0) -> None:
     read here, after this process's imports, it would already be init's when the parent died meanwhile) is
     gone (killed: its daemon children are only cleaned up on a normal exit), rather than finish an episode
     nobody will record and wait forever."""
-    import os
-    import threading
-
     if os.getppid() != parent:
         os._exit(1)
 
@@ -216,11 +219,7 @@ def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: 
                   perturb: str = "") -> list[EpisodeSpec]:
     """The episodes of one task and split. ``perturb`` is put in canonical form (so that the same
     perturbation written two ways is one key); the same seeds for every segmenter and perturbation."""
-    from handleit.envs import model_ids
-
     if task.startswith(MS3_PREFIX):  # one env, no objects to cycle; the split picks the seeds
-        from handleit.ms3_adapter import episode_seeds, ms3_env_id
-
         ids, seeds = [ms3_env_id(task)], episode_seeds(split, episodes, seed)
     else:
         ids, seeds = model_ids(task, split), [seed + i for i in range(episodes)]
@@ -249,9 +248,7 @@ class OutputInUse(RuntimeError):
 def _sole_writer(records_path: Path):
     """Hold an exclusive lock on ``records_path`` + ``.lock`` while an evaluation appends to it: two runs into
     one output folder would interleave their records. Raises :class:`OutputInUse` when another run holds it."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
+    if fcntl is None:  # not POSIX: no lock
         yield
         return
     with records_path.with_name(records_path.name + ".lock").open("w") as lock:
@@ -358,10 +355,6 @@ def _run_episodes(specs, records_path: Path, workers: int, resume: bool, episode
 
 def _progress(total: int):
     """A progress bar on a terminal; in a log (CI, nohup) a plain line every 10% instead of a redrawn bar."""
-    import sys
-
-    from tqdm import tqdm
-
     if sys.stderr.isatty():
         return tqdm(total=total, unit="episode", dynamic_ncols=True)
     return _LogProgress(total)
@@ -393,7 +386,7 @@ class _LogProgress:
 # ----------------------------------------------------------------------------------------------------
 def canonical_perturbation(text: str) -> str:
     """The canonical text of a perturbation ("" for none), so that records of one perturbation share a key: the
-    env's sensor keys (``envs/sensor_model``), then the real-time keys (``handleit.realtime_sim``), if any."""
+    env's sensor keys (``envs/sensor_model``), then the real-time keys (``handleit.harness.realtime_sim``), if any."""
     if not text or text.strip().lower() == "none":
         return ""
     realtime, sensor_text = split_perturbation(text)

@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from handleit.control.actions import base_to_world_velocity, world_to_base_velocity
+from handleit.harness.ros_env import import_rospy
 from handleit.poses import quaternion_of_rotation, rotation_of_quaternion
 from handleit.types import GripperCommand
 
@@ -69,15 +70,13 @@ class MessageTypes:
 
 
 def ros1_message_types() -> MessageTypes:
-    """Debian's ROS 1 message classes (``handleit.ros_env`` makes them importable)."""
-    from handleit.ros_env import import_rospy  # noqa: PLC0415  (rospy is optional: imported only when used)
-
-    rospy = import_rospy()
-    from geometry_msgs.msg import Twist  # noqa: PLC0415
-    from nav_msgs.msg import Odometry  # noqa: PLC0415
-    from rosgraph_msgs.msg import Clock  # noqa: PLC0415
-    from sensor_msgs.msg import JointState, PointCloud2, PointField  # noqa: PLC0415
-    from std_msgs.msg import Float64MultiArray, String  # noqa: PLC0415
+    """Debian's ROS 1 message classes (``handleit.harness.ros_env`` makes them importable)."""
+    rospy = import_rospy()  # the messages are importable once Debian's ROS is on sys.path
+    from geometry_msgs.msg import Twist  # noqa: PLC0415  lazy: ROS 1 (optional, Debian's packages)
+    from nav_msgs.msg import Odometry  # noqa: PLC0415  lazy: ROS 1
+    from rosgraph_msgs.msg import Clock  # noqa: PLC0415  lazy: ROS 1
+    from sensor_msgs.msg import JointState, PointCloud2, PointField  # noqa: PLC0415  lazy: ROS 1
+    from std_msgs.msg import Float64MultiArray, String  # noqa: PLC0415  lazy: ROS 1
 
     return MessageTypes(PointCloud2, PointField, JointState, Odometry, Twist, Float64MultiArray, String,
                         stamp=lambda t: rospy.Time.from_sec(float(t)), Clock=Clock)

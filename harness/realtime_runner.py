@@ -86,7 +86,7 @@ class RealtimeRunner:
 
     Args:
         robot: a RobotInterface; ``act`` must be callable from the watchdog thread too (it sends zero velocity).
-        solver: ``reset(observation)`` and ``step(observation) -> Command`` (handleit.solvers).
+        solver: ``reset(observation)`` and ``step(observation) -> Command`` (handleit.harness.solvers).
         rate_hz: ticks per second of ``clock``.
         clock: ``now_s()`` and ``sleep_until(t_s)``; default: the robot's clock if it has ``now_s``, else wall.
         max_age_s: per stream (see DEFAULT_MAX_AGE_S), or one number for every stream / ``Observation.time_s``.

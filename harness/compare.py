@@ -1,7 +1,7 @@
 """The comparison table: train and test success per task and solver (trees, BC, TD3+BC), as papers/002 Table 1.
 
-Every number comes from the evaluation harness's per-episode records (``handleit.evaluation``): the
-comparison runs each solver on each task and split through :func:`~handleit.evaluation.run_episodes` into
+Every number comes from the evaluation harness's per-episode records (``handleit.harness.evaluation``): the
+comparison runs each solver on each task and split through :func:`~handleit.harness.evaluation.run_episodes` into
 one ``records.jsonl`` (resumable: a rerun only plays the episodes not yet recorded) and may also take the
 records of earlier evaluations (``extra_records``) for the episodes they hold, matched by the harness's
 episode key (task, split, solver, max steps, seed, object).
@@ -19,7 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from handleit.evaluation import EpisodeRecord, EpisodeSpec, episode_specs, run_episodes
+import numpy as np
+
+from handleit.harness.evaluation import EpisodeRecord, EpisodeSpec, episode_specs, run_episodes
 
 SPLITS = ("train", "test")
 CSV_FIELDS = ("task", "solver", "solver_spec", "split", "max_steps", "episodes", "successes", "success_rate",
@@ -153,11 +155,10 @@ def write_csv(cells: list[Cell], path: Path) -> Path:
 
 def bar_chart(cells: list[Cell], path: Path, title: str = "Success rate per task and split") -> Path:
     """Grouped bars: one group per (task, split), one bar per solver; empty cells are left out."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, for this chart only
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    import matplotlib.pyplot as plt  # lazy: matplotlib
 
     solvers = list(dict.fromkeys(c.solver for c in cells))
     groups = list(dict.fromkeys((c.task, c.split) for c in cells))

@@ -11,11 +11,11 @@ about 55 ms (CPU, software Vulkan). The simulated clock runs at ``--real-time-fa
 clock; when a camera step overruns, the next steps catch up (physics keeps going while a camera works), and
 when the server falls more than 0.25 s behind it lets go of the schedule and counts a slip. The achieved
 real-time factor is printed and published with the episode info. The stepping loop
-(:class:`~handleit.realtime_sim.PacedStepLoop`) is shared with the real-time robot without ROS.
+(:class:`~handleit.harness.realtime_sim.PacedStepLoop`) is shared with the real-time robot without ROS.
 
 ``run-ros`` builds the task's RobotModel from the bundled robot description (the env's own, so the URDF and
-joint groups match the simulator), connects a :class:`~handleit.ros_robot.RosRobot` and ticks the task's
-behavior tree in a :class:`~handleit.realtime_runner.RealtimeRunner` until the episode topic says the episode
+joint groups match the simulator), connects a :class:`~handleit.harness.ros_robot.RosRobot` and ticks the task's
+behavior tree in a :class:`~handleit.harness.realtime_runner.RealtimeRunner` until the episode topic says the episode
 ended (or ``--max-seconds``), then prints one JSON line: success, steps, tick statistics.
 """
 
@@ -27,12 +27,13 @@ import time
 
 import numpy as np
 
-from handleit import ros_messages as rm
+import handleit.envs
 from handleit.control.actions import base_to_world_velocity
+from handleit.harness import ros_messages as rm
+from handleit.harness.realtime_sim import PacedStepLoop, step_sim_robot
+from handleit.harness.ros_robot import JointGroups, RosContract
+from handleit.harness.sim_robot import SimRobot
 from handleit.poses import pose7_to_matrix
-from handleit.realtime_sim import PacedStepLoop, step_sim_robot
-from handleit.ros_robot import JointGroups, RosContract
-from handleit.sim_robot import SimRobot
 from handleit.types import Command
 
 
@@ -42,8 +43,6 @@ class SimRobotServer:
     def __init__(self, task: str, transport, *, split: str = "test", seed: int = 0, max_steps: int = 200,
                  real_time_factor: float = 0.5, camera_hz: float = 10.0, command_timeout_s: float = 0.1,
                  contract: RosContract = RosContract()):
-        import handleit.envs  # noqa: PLC0415  (heavy: SAPIEN; only the server needs it)
-
         if not 0 < real_time_factor <= 10 or not 0 < camera_hz <= 100:
             raise ValueError(f"real_time_factor {real_time_factor} must be in (0, 10], "
                              f"camera_hz {camera_hz} in (0, 100]")

@@ -5,7 +5,7 @@ object's pose, to replay it in a trial scene). Perception never imports it.
 
 For each object of a split and a few episodes (seeds) of ``PickObject``:
 
-1. the env is reset and observed exactly as a solver observes it (:class:`~handleit.sim_robot.SimRobot`: the
+1. the env is reset and observed exactly as a solver observes it (:class:`~handleit.harness.sim_robot.SimRobot`: the
    same camera, the fused, masked point cloud); the table height is estimated from the scene's points as the
    pick tree does;
 2. candidates come from the analytic sampler (:func:`~handleit.perception.antipodal_grasps.sample_antipodal_grasps`
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
@@ -39,13 +40,18 @@ import numpy as np
 import sapien
 from scipy.spatial.transform import Rotation
 
+import handleit.envs
 from handleit.envs.asset_cache import build_once, cache_dir
 from handleit.envs.controllers import ControlConfig
 from handleit.envs.mobile_panda import FINGER_FRICTION
+from handleit.envs.object_generator import object_ids
 from handleit.envs.pick_place import SOLVER_POSITION_ITERATIONS
 from handleit.envs.rigid_object import RigidObjectAsset
 from handleit.envs.robot_description import panda_arm
 from handleit.envs.tabletop_env import SURFACE_FRICTION, TABLE_CENTER_XY_M, TABLE_HALF_SIZE_M
+from handleit.harness.sim_robot import SimRobot
+from handleit.perception.antipodal_grasps import AntipodalGraspPredictor6DoF
+from handleit.perception.tabletop_objects import estimate_support_height
 
 HAND_TO_TCP_M = 0.1034  # panda_v2.urdf: panda_hand_tcp is this far along the hand link's z
 FLOATING_HAND_VERSION = "2"
@@ -349,12 +355,7 @@ def generate_grasp_data(config: GenerationConfig, out: str | Path | None = None,
     ``width_m``, ``view`` (a per-episode id), ``object_index``, ``episode_seed``, ``rise_m``, ``reason``) and
     ``meta`` (the configuration, counts and trial rate).
     """
-    import handleit.envs
-    from handleit.envs.object_generator import object_ids
-    from handleit.perception.antipodal_grasps import AntipodalGraspPredictor6DoF
-    from handleit.perception.grasp_scorer import grasp_crops, save_grasp_dataset
-    from handleit.perception.tabletop_objects import estimate_support_height
-    from handleit.sim_robot import SimRobot
+    from handleit.perception.grasp_scorer import grasp_crops, save_grasp_dataset  # lazy: torch
 
     ids = object_ids(config.split)
     if not 1 <= config.objects <= len(ids):
@@ -422,7 +423,7 @@ def generate_grasp_data(config: GenerationConfig, out: str | Path | None = None,
     data["crops"] = data["crops"].astype(np.float32)
     labels = data["labels"]
     meta = {
-        "generator": "handleit.grasp_data", "task": "PickObject", "command": command,
+        "generator": "handleit.harness.grasp_data", "task": "PickObject", "command": command,
         "config": asdict(config), "model_ids": ids, "n_grasps": len(labels), "n_success": int(labels.sum()),
         "n_views": len(np.unique(data["view"])), "trials": n_trials, "trial_time_s": round(trial_time_s, 2),
         "trials_per_s": round(n_trials / max(trial_time_s, 1e-9), 2),
@@ -469,7 +470,7 @@ def ranking_report(success_probability, dataset) -> dict:
     ex = dataset.extras
     for name in ("analytic_score", "perturbed", "view"):
         if name not in ex:
-            raise ValueError(f"ranking_report: the data set lacks {name!r} (make it with handleit.grasp_data)")
+            raise ValueError(f"ranking_report: the data set lacks {name!r} (make it with handleit.harness.grasp_data)")
     if p.shape != y.shape:
         raise ValueError(f"success_probability: expected shape {list(y.shape)}, got {list(p.shape)}")
     analytic = ex["perturbed"] == 0
@@ -525,8 +526,6 @@ def add_commands(subparsers) -> None:
 
 
 def _command_line() -> str:
-    import sys
-
     return " ".join(["handleit", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("handleit") else \
         " ".join(sys.argv)
 
@@ -543,7 +542,7 @@ def _grasp_data_command(args) -> int:
 
 
 def _concatenate(paths):
-    from handleit.perception.grasp_scorer import GraspDataset, load_grasp_dataset
+    from handleit.perception.grasp_scorer import GraspDataset, load_grasp_dataset  # lazy: torch
 
     sets = [load_grasp_dataset(p) for p in paths]
     common = set.intersection(*(set(s.extras) for s in sets))
@@ -562,7 +561,11 @@ def _concatenate(paths):
 
 
 def _train_command(args) -> int:
-    from handleit.perception.grasp_scorer import predict_grasp_success, save_grasp_scorer, train_grasp_scorer
+    from handleit.perception.grasp_scorer import (  # lazy: torch
+        predict_grasp_success,
+        save_grasp_scorer,
+        train_grasp_scorer,
+    )
 
     data, sets = _concatenate(args.data)
     print(f"training on {len(data.labels)} grasps ({int(data.labels.sum())} held) from {len(sets)} file(s)")
@@ -594,8 +597,8 @@ def _train_command(args) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m handleit.grasp_data grasp-data ...`` or ``... train-grasp-scorer ...``."""
-    parser = argparse.ArgumentParser(prog="python -m handleit.grasp_data", description=__doc__.splitlines()[0])
+    """``python -m handleit.harness.grasp_data grasp-data ...`` or ``... train-grasp-scorer ...``."""
+    parser = argparse.ArgumentParser(prog="python -m handleit.harness.grasp_data", description=__doc__.splitlines()[0])
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)

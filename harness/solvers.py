@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from handleit.behaviors import make_tree_solver
+from handleit.perception.grasp_predictors import available_grasp_predictors
 from handleit.types import Command, Observation, RobotModel
 
 
@@ -69,9 +71,6 @@ def make_solver(spec: str, task: str, model: RobotModel, segmenter: str = "simul
         raise ValueError(f"solver {spec!r}: only behavior trees (bt, bt:<grasp predictor>) choose a segmenter; "
                          f"got segmenter {segmenter!r}")
     if is_tree:
-        from handleit.behaviors import make_tree_solver
-        from handleit.perception.grasp_predictors import available_grasp_predictors
-
         predictor = spec[len("bt:"):]
         options = {"segmenter": segmenter, "segmenter_kwargs": segmenter_kwargs}
         if not predictor:
@@ -81,7 +80,7 @@ def make_solver(spec: str, task: str, model: RobotModel, segmenter: str = "simul
                              f"available: {', '.join(available_grasp_predictors())}")
         return make_tree_solver(task, model, grasp_predictor=predictor, **options)
     if spec.partition(":")[0] in ("bc", "td3bc", "policy"):  # a trained policy (handleit.baselines.policy)
-        from handleit.baselines.policy import make_policy_solver
+        from handleit.baselines.policy import make_policy_solver  # lazy: torch, for learned policies only
 
         return make_policy_solver(spec, task, model)
     if ":" in spec:

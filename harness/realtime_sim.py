@@ -1,9 +1,9 @@
 """A simulated robot that does not wait for the tree: a bundled env in its own process, on its own clock.
 
-The lockstep harness (``handleit.evaluation``) steps the env once per tree tick, so the robot stands still while
+The lockstep harness (``handleit.harness.evaluation``) steps the env once per tree tick, so the robot stands still while
 a tick plans. :class:`RealtimeSimRobot` is a :class:`~handleit.types.RobotInterface` whose env runs in a child
 process and advances at the control rate (100 Hz of simulated time) whatever the tree does; the tree ticks in
-a :class:`~handleit.realtime_runner.RealtimeRunner` in this process, each tick with the newest observation it
+a :class:`~handleit.harness.realtime_runner.RealtimeRunner` in this process, each tick with the newest observation it
 may see. Like a real robot, the simulated one has:
 
 - a camera rate: the point cloud is rendered only every ``1 / camera_hz`` of simulated time (joint states,
@@ -49,11 +49,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+import handleit.envs
 from handleit.envs.sensor_model import SensorPerturbation, parse_perturbation
+from handleit.harness.realtime_runner import DEFAULT_MAX_AGE_S, RealtimeRunner, zero_command
+from handleit.harness.sim_robot import SimRobot
+from handleit.harness.solvers import make_solver
 from handleit.poses import pose7_to_matrix
-from handleit.realtime_runner import DEFAULT_MAX_AGE_S, RealtimeRunner, zero_command
-from handleit.sim_robot import SimRobot
-from handleit.solvers import make_solver
 from handleit.types import Command, Observation, RobotModel
 
 MAX_LAG_S = 0.25  # wall seconds behind the schedule before a paced loop lets go of it (counted as a slip)
@@ -368,8 +369,6 @@ class _SimulatedRobotProcess:
     """What runs in the child: one env (reset per episode) stepped in real time by a PacedStepLoop."""
 
     def __init__(self, config: dict[str, Any], inbox: Connection, sender: _Sender):
-        import handleit.envs  # noqa: PLC0415  (heavy: SAPIEN; only the child needs it)
-
         self.inbox, self.sender = inbox, sender
         self.settings: RealtimeSettings = config["settings"]
         options = {}
@@ -475,7 +474,7 @@ class RealtimeSimRobot:
         settings: latencies, camera rate and real-time factor (simulated clock).
         sensor_perturbation: the env's ``sensor_perturbation`` option (a SensorPerturbation), or None.
         target_marker_rgb: the env's ``target_marker_rgb`` option (the ``color_marker`` segmenter), or None.
-        prompt, sim_masks: as :class:`~handleit.sim_robot.SimRobot` (``sim_masks=False``: no simulator masks).
+        prompt, sim_masks: as :class:`~handleit.harness.sim_robot.SimRobot` (``sim_masks=False``: no simulator masks).
         command_timeout_s: simulated seconds after it took effect before a command counts as zero.
 
     Use: ``reset(seed, model_id) -> Observation``; build the solver; ``start()``; tick with a RealtimeRunner
@@ -495,7 +494,7 @@ class RealtimeSimRobot:
         self._closed = False
         to_child_r, to_child_w = _pipe()
         from_child_r, from_child_w = _pipe()
-        code = ("import sys; from handleit.realtime_sim import _child_main; "
+        code = ("import sys; from handleit.harness.realtime_sim import _child_main; "
                 "_child_main(int(sys.argv[1]), int(sys.argv[2]))")
         self._process = subprocess.Popen([sys.executable, "-c", code, str(to_child_r), str(from_child_w)],
                                          pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL)
@@ -681,7 +680,7 @@ def _close_fds(*fds: int) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------
-# One evaluation episode in real time (handleit.evaluation branches here)
+# One evaluation episode in real time (handleit.harness.evaluation branches here)
 # ----------------------------------------------------------------------------------------------------
 class _FailedNodes:
     """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``), and

@@ -12,7 +12,12 @@ import argparse
 import json
 from pathlib import Path
 
-from handleit.baselines.networks import CONFIGS
+from handleit.baselines.bc import train_bc
+from handleit.baselines.dataset import load_demo_data
+from handleit.baselines.networks import CONFIGS, get_config
+from handleit.baselines.td3bc import train_td3bc
+from handleit.baselines.training import TrainLog
+from handleit.harness.compare import markdown_table, run_comparison
 
 
 def add_commands(subparsers) -> None:
@@ -62,12 +67,6 @@ def _overrides(items: list[str]) -> dict[str, str]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from handleit.baselines.bc import train_bc
-    from handleit.baselines.dataset import load_demo_data
-    from handleit.baselines.networks import get_config
-    from handleit.baselines.td3bc import train_td3bc
-    from handleit.baselines.training import TrainLog
-
     overrides = _overrides(args.set)
     if args.steps is not None:
         overrides["steps"] = str(args.steps)
@@ -86,8 +85,6 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from handleit.baselines.compare import markdown_table, run_comparison
-
     tasks = [t for t in args.tasks.split(",") if t]
     solvers = [s for s in args.solvers.split(",") if s]
     splits = [s for s in args.split.split(",") if s]

@@ -4,7 +4,7 @@ The pieces:
 
 - :class:`RosContract`: topic names and frames (one message type, one frame, one rate, units per topic).
 - :class:`Ros1Transport`: the only code that touches rospy (init, publish, subscribe, is the master up?). An
-  rclpy transport for ROS 2 is one class with the same five methods; ``handleit.ros_messages`` is free of any
+  rclpy transport for ROS 2 is one class with the same five methods; ``handleit.harness.ros_messages`` is free of any
   transport.
 - :class:`RosRobot`: :class:`~handleit.types.RobotInterface` over a transport. ``observe()`` assembles the
   newest Observation from the latest cloud, joint state and odometry (tool poses by forward kinematics of the
@@ -26,8 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from handleit import ros_messages as rm
 from handleit.control.actions import world_to_base_velocity
+from handleit.harness import ros_messages as rm
+from handleit.harness.ros_env import import_rospy
 from handleit.planning.whole_body_ik import WholeBodyIK
 from handleit.types import Command, Observation, RobotModel
 
@@ -79,10 +80,8 @@ class Ros1Transport:
     _node_started = False
 
     def __init__(self, node_name: str = "handleit", anonymous: bool = True):
-        from handleit.ros_env import import_rospy  # noqa: PLC0415  (rospy: optional, imported when ROS is used)
-
-        self.rospy = import_rospy()
-        import rosgraph  # noqa: PLC0415
+        self.rospy = import_rospy()  # rospy: optional, imported when ROS is used
+        import rosgraph  # noqa: PLC0415  lazy: ROS 1 (optional; importable after import_rospy)
 
         self.rosgraph = rosgraph
         self.types = rm.ros1_message_types()
