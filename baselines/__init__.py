@@ -3,7 +3,7 @@
 - ``demo_files.py``: the demonstration files (ManiSkill's trajectory layout, HDF5 + JSON) and the observation
   layout they store, read back as arrays. The harness records them (``handleit demos``,
   ``harness/demos.py``) and converts them between controllers (``handleit convert-demos``,
-  ``harness/convert_demos.py``, papers/000 Sec. 2.2).
+  ``harness/convert_demos.py``, ManiSkill2 (arXiv 2302.04659) Sec. 2.2).
 - ``features.py``: what a policy sees (points in the base or tool frame, colours, masks; proprioception, goal).
 - ``networks.py``: PointNet and PointNet + transformer encoders (ManiSkill-Learn), actor and twin critic,
   named configs (``cpu_small``, ``gpu_large``, ...).

@@ -2,8 +2,8 @@
 
 The loss is the mean squared error between the actor's tanh action and the demonstrated normalized joint
 velocities (``bc_loss="mse"``, ManiSkill-Learn's BC), or the negative log likelihood of the demonstrated
-action under a tanh-Gaussian (``bc_loss="nll"``). Adam (lr 3e-4, papers/000 F.8), a cosine learning-rate
-schedule to zero over the run, gradient-norm clipping; the state normalizer's statistics come from the
+action under a tanh-Gaussian (``bc_loss="nll"``). Adam (lr 3e-4, ManiSkill2 (arXiv 2302.04659) F.8), a cosine
+learning-rate schedule to zero over the run, gradient-norm clipping; the state normalizer's statistics come from the
 demonstrations and are saved in the checkpoint.
 """
 

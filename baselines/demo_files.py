@@ -22,8 +22,8 @@ HDF5, one group ``traj_<i>`` per kept episode (T control steps)::
 
 Entry t of ``obs`` is the observation before ``actions[t]``; entry T the last one. The point cloud is the
 env's fused cloud after dropping invalid pixels (and, with ``min_height_m``, points at or below that height in
-the world, papers/000 F.3's ground removal), resampled to a fixed P points (papers/000 F.3: 1200): without
-replacement when enough points remain, with replacement otherwise. A group's attributes hold its episode's
+the world, ManiSkill2 (arXiv 2302.04659) F.3's ground removal), resampled to a fixed P points (ManiSkill2 F.3: 1200):
+without replacement when enough points remain, with replacement otherwise. A group's attributes hold its episode's
 metadata (``episode``, JSON) and ``complete`` (set last, after every dataset is written).
 
 JSON: ``env_info`` (env_id, task, control_mode, max_episode_steps, obs_config, points, action_dim, ...),
@@ -44,8 +44,8 @@ import numpy as np
 from handleit.poses import matrix_to_pose7
 from handleit.types import Observation
 
-DEFAULT_POINTS = 1200  # papers/000 Appendix F.3
-# The command line's ground removal (papers/000 F.3): the floor and the table top are at z = 0, and without
+DEFAULT_POINTS = 1200  # ManiSkill2 Appendix F.3
+# The command line's ground removal (ManiSkill2 F.3): the floor and the table top are at z = 0, and without
 # it they are ~89% (PickCube) to ~97% (OpenCabinetDrawer) of the recorded points, the object a few of 1200.
 DEFAULT_MIN_HEIGHT_M = 0.005
 FORMAT = "handleit-demos/1"
@@ -64,7 +64,7 @@ def downsample_point_cloud(xyz: np.ndarray, rgb: np.ndarray, masks: dict[str, np
         rgb: [N, 3] uint8 colours; masks: name -> [N] bool.
         points: the number of points returned; drawn without replacement when at least ``points`` remain,
             with replacement otherwise; all zeros (masks False) when none remain.
-        min_height_m: drop points with z <= this (the floor or the table top at z = 0: papers/000 F.3's
+        min_height_m: drop points with z <= this (the floor or the table top at z = 0: ManiSkill2 F.3's
             ground removal); None keeps every point.
 
     Returns:

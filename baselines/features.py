@@ -9,13 +9,13 @@ Frames (monogram notation): W the world, B the robot's base (``base_pose``), T t
 (``tcp_pose``). Points are expressed in the frame F named by ``FeatureSpec.point_frame``:
 
 - ``"base"`` (default): F = B. For the mobile robots this makes the input ego-centric (ManiSkill2-Learn
-  fuses its cameras in the base frame, papers/000 F.3); for the tabletop Panda B is fixed, so it is the
-  world up to a constant shift.
+  fuses its cameras in the base frame, ManiSkill2 (arXiv 2302.04659) F.3); for the tabletop Panda B is fixed, so it is
+  the world up to a constant shift.
 - ``"tcp"``: F = T, the end-effector frame, which ManiSkill2 found far better than the base frame for
-  pick-and-place (papers/000 Table 7: 0.51 vs 0.00 on PickSingleYCB with DAPG+PPO).
+  pick-and-place (ManiSkill2 Table 7: 0.51 vs 0.00 on PickSingleYCB with DAPG+PPO).
 
 Per point (``[P, C]``, float32): ``xyz`` in F (m), ``rgb / 255``, one 0/1 channel per mask in
-``FeatureSpec.mask_names``, and, with goal cue points, a ``goal`` channel. Goal cue points (papers/000 F.3:
+``FeatureSpec.mask_names``, and, with goal cue points, a ``goal`` channel. Goal cue points (ManiSkill2 F.3:
 "50 green points around the goal position") are drawn uniformly in a ball of ``GOAL_CUE_RADIUS_M`` around
 the goal and appended green. The state (``[S]``): ``qpos``, ``qvel`` (m, rad; m/s, rad/s) and, where the
 task gives one, the goal position in F (m). Normalization of the state is the network's business
@@ -31,7 +31,7 @@ import numpy as np
 from handleit.poses import pose7_to_matrix
 
 POINT_FRAMES = ("base", "tcp")
-GOAL_CUE_RADIUS_M = 0.025  # the pick tasks' success radius (papers/000 Appendix C.2)
+GOAL_CUE_RADIUS_M = 0.025  # the pick tasks' success radius (ManiSkill2 Appendix C.2)
 GOAL_CUE_RGB = (0, 255, 0)  # green, as ManiSkill2's cues
 
 
@@ -42,9 +42,9 @@ class FeatureSpec:
     mask_names: tuple[str, ...]  # point-cloud masks used as channels, in this order
     dof: int  # robot joints (qpos, qvel and the action have this length)
     has_goal: bool  # the task gives a goal position (obs["extra"]["goal_pos"])
-    num_points: int = 1200  # points fed to the network per step (papers/000 F.3: 1200)
+    num_points: int = 1200  # points fed to the network per step (ManiSkill2 F.3: 1200)
     point_frame: str = "base"  # "base" or "tcp": the frame F of the points and the goal
-    goal_cue_points: int = 0  # green points sampled around the goal (0: none; papers/000 F.3 uses 50)
+    goal_cue_points: int = 0  # green points sampled around the goal (0: none; ManiSkill2 F.3 uses 50)
 
     def __post_init__(self):
         if self.point_frame not in POINT_FRAMES:

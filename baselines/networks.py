@@ -1,12 +1,12 @@
 """Point-cloud encoders, actors and critics for the learned baselines (torch).
 
-Two encoders, as in ManiSkill-Learn (the baselines of papers/002 Table 1):
+Two encoders, as in ManiSkill-Learn (the baselines of Let's Handle It (arXiv 2202.11792) Table 1):
 
 - :class:`PointNetEncoder`: PointNet (Qi et al. 2017) over per-point features (``features.py``: xyz in the
   chosen frame, rgb, mask channels). ManiSkill-Learn's tricks: the points' mean xyz is subtracted from every
   point and appended as three more channels ("subtract mean coords"), and half of the pooled feature is a
-  max, half a mean ("max-mean mix"). Layer normalization after each point layer (papers/000 F.8; no spatial
-  transformer). The state (proprioception and goal, normalized) goes through its own MLP and is
+  max, half a mean ("max-mean mix"). Layer normalization after each point layer (ManiSkill2 (arXiv 2302.04659) F.8; no
+  spatial transformer). The state (proprioception and goal, normalized) goes through its own MLP and is
   concatenated to the pooled global feature.
 - :class:`PointNetTransformerEncoder`: ManiSkill-Learn's ``PointNetWithInstanceInfo``: one PointNet per
   point group (the background: points in no mask; each mask; the whole cloud), each giving one token, plus
@@ -16,7 +16,7 @@ Two encoders, as in ManiSkill-Learn (the baselines of papers/002 Table 1):
 Heads: :class:`Actor` (deterministic tanh, or a tanh-Gaussian for a likelihood loss) and
 :class:`TwinCritic` (two Q heads on one shared encoder, TD3's clipped double Q). Configs by name in
 :data:`CONFIGS`: ``cpu_*`` train in minutes on a 2-core CPU, ``gpu_*`` at ManiSkill's scale
-(PointNet [64, 128, 512], papers/000 F.8).
+(PointNet [64, 128, 512], ManiSkill2 F.8).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class NetworkConfig:
     goal_cue_points: int = 0
     # training
     batch_size: int = 64
-    lr: float = 3e-4  # papers/000 F.8 (Adam)
+    lr: float = 3e-4  # ManiSkill2 F.8 (Adam)
     weight_decay: float = 0.0
     steps: int = 2000
     grad_clip: float = 1.0
@@ -103,7 +103,7 @@ CONFIGS: dict[str, NetworkConfig] = {
     "cpu_small_transformer": NetworkConfig(encoder="pointnet_transformer", point_mlp=(32, 64, 64),
                                            state_mlp=(64,), head_mlp=(128, 128), transformer_heads=2,
                                            num_points=512, batch_size=32, steps=2000),
-    # ManiSkill's scale (papers/000 F.8: PointNet [64, 128, 512]; papers/002: 150k gradient steps).
+    # ManiSkill's scale (ManiSkill2 F.8: PointNet [64, 128, 512]; Let's Handle It: 150k gradient steps).
     "gpu_large": NetworkConfig(point_mlp=(64, 128, 512), state_mlp=(256,), head_mlp=(512, 512), num_points=1200,
                                batch_size=256, steps=150_000, goal_cue_points=0),
     "gpu_large_transformer": NetworkConfig(encoder="pointnet_transformer", point_mlp=(64, 128, 256),
@@ -251,7 +251,7 @@ class Actor(nn.Module):
         self.gaussian = gaussian
         self.head = mlp((self.encoder.out_dim, *cfg.head_mlp, action_dim * (2 if gaussian else 1)),
                         last_activation=False)
-        # A zero last layer starts from the zero action (papers/000 F.8 finds this stabilizes point-cloud policies).
+        # A zero last layer starts from the zero action (ManiSkill2 F.8 finds this stabilizes point-cloud policies).
         nn.init.zeros_(self.head[-1].weight)
         nn.init.zeros_(self.head[-1].bias)
         self.action_dim = action_dim

@@ -8,8 +8,8 @@ if it used one, sampled uniformly to its point count, e.g. 1200), then
 :func:`~handleit.baselines.features.batch_features` takes the network's subset (``FeatureSpec.num_points``)
 and the frame, as the training batches do.
 
-The actor's output is the env's action (normalized joint velocities, papers/002 footnote 2). It is sent as
-``Command.normalized_qvel``, which :class:`~handleit.harness.sim_robot.SimRobot` passes to the env unchanged;
+The actor's output is the env's action (normalized joint velocities, Let's Handle It (arXiv 2202.11792) footnote 2). It
+is sent as ``Command.normalized_qvel``, which :class:`~handleit.harness.sim_robot.SimRobot` passes to the env unchanged;
 the command's ``qvel`` holds the same velocities in m/s and rad/s (base x/y turned to the world frame) for logs
 and for robots that read only ``qvel``.
 """
@@ -32,7 +32,7 @@ from handleit.control.actions import base_to_world_velocity, denormalize_velocit
 from handleit.torch_threads import torch_threads
 from handleit.types import Command, Observation, RobotModel
 
-RECORDED_POINTS = 1200  # the recorder's point count when a checkpoint does not say (papers/000 F.3)
+RECORDED_POINTS = 1200  # the recorder's point count when a checkpoint does not say (ManiSkill2 (arXiv 2302.04659) F.3)
 
 
 @lru_cache(maxsize=8)

@@ -2,8 +2,8 @@
 configuration, both grippers checked, the base moved with the arms held (carrying or pushing a held object),
 and the recovery between attempts.
 
-Goals for both arms come from one whole-body IK solve with two tool-centre goals (papers/002 Sec. 2.4: the
-reason Drake was chosen), so the base, the torso and both arms arrive together.
+Goals for both arms come from one whole-body IK solve with two tool-centre goals (Let's Handle It (arXiv 2202.11792)
+Sec. 2.4: the reason Drake was chosen), so the base, the torso and both arms arrive together.
 """
 
 from __future__ import annotations

@@ -88,8 +88,8 @@ def _unit_xy(v) -> np.ndarray:
 
 
 class PerceiveBucket(Skill):
-    """Every other tick: bucket points -> rim estimate (papers/002 Sec. 2.3), the ball's points (by its
-    colour), and the platform's top height. Always SUCCESS."""
+    """Every other tick: bucket points -> rim estimate (Let's Handle It (arXiv 2202.11792) Sec. 2.3), the ball's points
+    (by its colour), and the platform's top height. Always SUCCESS."""
 
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("observation", "tick", "target_xy_W"),
@@ -204,7 +204,7 @@ def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float
 
 class PlanBucketHold(Skill):
     """Plan the hold chosen by the rim test: goals for both tool centres and one whole-body IK solve each for
-    the hold and its pregrasp (two goals at once, papers/002 Sec. 2.4). The robot may face the bucket from
+    the hold and its pregrasp (two goals at once, Let's Handle It Sec. 2.4). The robot may face the bucket from
     where it stands or turned 45 degrees to the carry (the base then carries sqrt(2) times faster): the hold
     with the least time to reach plus time to carry wins (:func:`quickest_hold_for_move`)."""
 

@@ -1,5 +1,5 @@
-"""The MoveBucket behavior tree (papers/002 Fig. 13: test the rim's thickness; pinch the rim with both grippers
-or hug the bucket between both arms; lift with the torso; carry onto the platform; set down; let go).
+"""The MoveBucket behavior tree (Let's Handle It (arXiv 2202.11792) Fig. 13: test the rim's thickness; pinch the rim
+with both grippers or hug the bucket between both arms; lift with the torso; carry onto the platform; set down; let go).
 
     move bucket (Sequence)
     ├── perceive bucket                          every other tick: rim (z-slices), ball points, platform top

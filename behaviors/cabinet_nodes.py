@@ -3,7 +3,8 @@
 Blackboard keys (in the solver's namespace):
     observation      Observation, written by the solver before each tick
     command          Command, written by the one action node that runs this tick
-    handle           HandleAccumulator: target-handle points merged over steps (papers/002 Sec. 2.3)
+    handle           HandleAccumulator: target-handle points merged over steps ("Let's Handle It", arXiv 2202.11792,
+                     Sec. 2.3)
     front_normal_W   [3] outward normal of the target part's front (toward the robot), or None
     open_state       OpenStateEstimator of the target part (from its masked points), or None
     attempt          int: grasp attempts started (selects the grasp candidate; recoveries increment it)
@@ -130,7 +131,7 @@ class ApproachPart(Skill):
 
 
 class WaitForHandle(Skill):
-    """RUNNING until enough handle points are merged (50 points or ten steps with points, papers/002)."""
+    """RUNNING until enough handle points are merged (50 points or ten steps with points, Let's Handle It)."""
 
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("handle",))

@@ -88,7 +88,7 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
 
 
 def create_drawer_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
-    """The OpenCabinetDrawer tree (papers/002 Fig. 11, with failure checks and recovery)."""
+    """The OpenCabinetDrawer tree (Let's Handle It (arXiv 2202.11792) Fig. 11, with failure checks and recovery)."""
     pull_drawer = PullDrawer("pull drawer", tools)
     pull = py_trees.composites.Parallel(
         "pull open", policy=ParallelPolicy.SuccessOnSelected(children=[pull_drawer]),

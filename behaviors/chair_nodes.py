@@ -3,7 +3,7 @@ estimated centre to the target, the nudging loop, and the checks.
 
 Blackboard keys (besides the common ones):
     target_xy_W      [2] where the chair must go (the ManiSkill1 protocol puts it at the world origin)
-    chair_center_W   [3] latest chair-centre estimate (papers/002 Fig. 10), or None
+    chair_center_W   [3] latest chair-centre estimate (Let's Handle It (arXiv 2202.11792) Fig. 10), or None
     backrest         the latest backrest estimate (handleit.perception.chair_center.Backrest), or None
     q_pregrasp / X_WG_pregrasp / q_grasp / X_WG_grasp: the hold's joint targets and tool-centre goals
                      (X_WG_* are dicts side -> 4x4)
@@ -136,7 +136,7 @@ def backrest_hold_poses(backrest, X_WB: np.ndarray) -> dict[str, np.ndarray]:
 
 class PlanBackrestHold(Skill):
     """Plan the hold: both tool-centre goals on the backrest's top edge, and one whole-body IK solve for the
-    grasp and one for the pregrasp above it (two goals at once, papers/002 Sec. 2.4), the base kept out of
+    grasp and one for the pregrasp above it (two goals at once, Let's Handle It Sec. 2.4), the base kept out of
     the chair's footprint. ``refine``: only the grasp again, from a fresh estimate, once above the backrest
     (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery."""
 
@@ -195,7 +195,7 @@ class PlanBackrestHold(Skill):
 
 
 class PlanPush(Skill):
-    """The base move that carries the estimated chair centre onto the target (papers/002: "moves the base
+    """The base move that carries the estimated chair centre onto the target (Let's Handle It: "moves the base
     such that the chair center is at the world center"); remembers the backrest height for the tipping check.
     ``stop_short_m``: end the move this much before the target (inside the success radius: the push is the
     longest move of the episode, and the nudges correct the rest). FAILURE without a centre estimate."""

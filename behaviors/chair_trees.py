@@ -1,4 +1,5 @@
-"""The PushChair behavior tree (papers/002 Fig. 14: hug, push the chair centre to the target, then nudge).
+"""The PushChair behavior tree (Let's Handle It (arXiv 2202.11792) Fig. 14: hug, push the chair centre to the target,
+then nudge).
 
     push chair (Sequence)
     ├── perceive chair                           every other tick: chair centre and backrest; while held,

@@ -27,7 +27,7 @@ class Tools:
 
     model: RobotModel
     ik: object  # handleit.planning.whole_body_ik.WholeBodyIK
-    pid: PIDController  # papers/002 gains: holds and goal-seeking skills
+    pid: PIDController  # Let's Handle It (arXiv 2202.11792) gains: holds and goal-seeking skills
     tracking_pid: PIDController  # the same without integral action: follows moving references
     grasp_predictor: object  # a handleit.perception.grasp_predictors.GraspPredictor
     namespace: str

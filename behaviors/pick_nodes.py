@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
 import numpy as np
 from py_trees.common import Status
@@ -192,7 +191,7 @@ class WaitForTarget(Skill):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Grasp planning (papers/000 Sec. 5.1: ranked grasps, the first that the motion planner reaches)
+# Grasp planning (ManiSkill2 (arXiv 2302.04659) Sec. 5.1: ranked grasps, the first that the motion planner reaches)
 # ----------------------------------------------------------------------------------------------------
 class PlanPick(Skill):
     """Predict grasps on the target's points (the tree's grasp predictor, ranked), then take them in rank

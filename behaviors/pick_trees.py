@@ -10,7 +10,8 @@ ManiSkill3's PickCube-v1 (through ``handleit.harness.ms3_adapter``) and StackCub
                 ├── target seen in time?      wait for the target's points
                 ├── plan grasp (Selector)
                 │   ├── plan grasp (IK + mplib)   the predictor's ranked grasps; the first with IK and a
-                │   │                             collision-free arm path to its pregrasp (papers/000 Sec. 5.1)
+                │   │                             collision-free arm path to its pregrasp (ManiSkill2, arXiv
+                │   │                             2302.04659, Sec. 5.1)
                 │   └── plan footprint grasp      fallback: top-down across the target's footprint -> no plan
                 ├── pregrasp in time?         follow the planned path
                 ├── grasp in time?            straight in along the approach

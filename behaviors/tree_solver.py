@@ -21,9 +21,9 @@ from .planners import arm_motion_planner, whole_body_ik
 from .segment_nodes import with_segmentation
 
 _instances = itertools.count()
-# Reference tracking: the papers/002 proportional gains without integral (see MoveToConfiguration), except
-# the base rotation: its kp = 0.5 corrects a 0.01 rad heading error (1 cm at the hand) at 0.005 rad/s,
-# too slow for a 2 s episode; it gets the arm's kp.
+# Reference tracking: the Let's Handle It (arXiv 2202.11792) proportional gains without integral (see
+# MoveToConfiguration), except the base rotation: its kp = 0.5 corrects a 0.01 rad heading error (1 cm at the hand) at
+# 0.005 rad/s, too slow for a 2 s episode; it gets the arm's kp.
 TRACKING_GAINS = {part: PIDGains(g.kp, 0.0, g.kd) for part, g in PART_GAINS.items()}
 TRACKING_GAINS["base_rotation"] = PIDGains(PART_GAINS["arm"].kp, 0.0, 0.0)
 

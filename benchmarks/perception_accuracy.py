@@ -6,9 +6,9 @@ the object's points (``valid & target_link & ~robot``: what a solver gets) and g
 Ground truth is read from the env here, in the benchmark, never by an estimator.
 
 1. PushChair: xy error of the chair's centre against ``chair_center_W()`` (the swivel axis, on which success
-   is measured) for papers/002's baseline (``mean_center``: the mean of the points), papers/002 Fig. 10's
-   box (``estimate_chair_center(...).center_W``), the box's seat part (``seat_center_W``) and the swivel
-   estimate the trees use (``swivel_center_W``, with the counts of where it came from: star base, column or
+   is measured) for the baseline of "Let's Handle It" (arXiv 2202.11792; ``mean_center``: the mean of the points),
+   its Fig. 10's box (``estimate_chair_center(...).center_W``), the box's seat part (``seat_center_W``) and the
+   swivel estimate the trees use (``swivel_center_W``, with the counts of where it came from: star base, column or
    seat). Also the backrest top's height error against ``backrest_top_W()[2]``.
 2. MoveBucket, handle lying down as reset leaves it: ``estimate_bucket_rim`` (the z-slice method) against
    ``bucket_geometry()``: rim height, rim centre (xy), outer radius and thickness errors, the thin/thick
@@ -42,7 +42,7 @@ import handleit.envs
 from handleit.perception.bucket_rim import estimate_bucket_rim, rim_is_pinchable
 from handleit.perception.chair_center import estimate_chair_center, mean_center
 
-PAPER_MSE_M2 = {"mean": 0.11, "box": 0.038}  # papers/002 Fig. 10
+PAPER_MSE_M2 = {"mean": 0.11, "box": 0.038}  # Let's Handle It Fig. 10
 
 
 def _object_points(obs) -> np.ndarray:
@@ -113,8 +113,8 @@ def chairs(splits: list[str], seeds: int) -> None:
           f"({len(splits)} split(s) x chairs x {seeds} seeds; {int(np.median(n_points))} chair points median)")
     print()
     labels = {
-        "mean": "mean of the points (`mean_center`, papers/002 baseline)",
-        "box": "upper-body PCA box (`center_W`, papers/002 Fig. 10)",
+        "mean": "mean of the points (`mean_center`, Let's Handle It baseline)",
+        "box": "upper-body PCA box (`center_W`, Let's Handle It Fig. 10)",
         "seat": "box's seat part (`seat_center_W`)",
         "swivel": "swivel estimate (`swivel_center_W`, used by the trees)",
     }
@@ -133,7 +133,7 @@ def chairs(splits: list[str], seeds: int) -> None:
         rows.append([f"  swivel, from the {source}", str(len(e)), "-", _fmt(mse, 5),
                      _fmt(np.sqrt(mse) if mse is not None else None, 3), _fmt(np.median(e) if len(e) else None, 3),
                      _fmt(e.max() if len(e) else None, 3), "-"])
-    _table(["estimate", "n", "failed", "MSE (m^2)", "RMS (m)", "median (m)", "max (m)", "papers/002 MSE"], rows)
+    _table(["estimate", "n", "failed", "MSE (m^2)", "RMS (m)", "median (m)", "max (m)", "Let's Handle It MSE"], rows)
     print("swivel_source counts: " + ", ".join(f"{s} {sources[s]}" for s in ("base", "column", "seat")))
     print()
     b = np.asarray(backrest_errors)

@@ -1,8 +1,8 @@
 """Control: joint-space PID with an output low-pass filter, and joint velocities to the env's normalized
 action (numpy in, numpy out; no simulator imports).
 
-- :mod:`handleit.control.pid`: :class:`PIDController`, :class:`LowPassFilter`, the papers/002 Sec. 2.6
-  gain presets and :func:`make_robot_pid` for a :class:`~handleit.types.RobotModel`.
+- :mod:`handleit.control.pid`: :class:`PIDController`, :class:`LowPassFilter`, the Let's Handle It (arXiv 2202.11792)
+  Sec. 2.6 gain presets and :func:`make_robot_pid` for a :class:`~handleit.types.RobotModel`.
 - :mod:`handleit.control.actions`: :func:`normalize_velocity` and its inverse, :func:`gripper_velocity`,
   :func:`world_to_base_velocity` and its inverse.
 """

@@ -1,7 +1,7 @@
 """Joint velocity targets to the env's normalized action, and the frames the base velocity is expressed in.
 
-The env's default controller (``normalized_joint_vel``, papers/002 footnote 2) maps an action ``a`` in
-[-1, 1] per joint to the velocity ``(upper - lower) / 2 * a + (upper + lower) / 2``, with [lower, upper] the
+The env's default controller (``normalized_joint_vel``, Let's Handle It (arXiv 2202.11792) footnote 2) maps an action
+``a`` in [-1, 1] per joint to the velocity ``(upper - lower) / 2 * a + (upper + lower) / 2``, with [lower, upper] the
 joint's velocity limits; :func:`normalize_velocity` is its inverse. The base's x/y velocities in that action
 are ego-centric (x forward, y left, in the base frame B), while the base's x/y joint positions, and so a
 PID's output on them, are world coordinates (frame W): :func:`world_to_base_velocity` converts.

@@ -1,9 +1,9 @@
 """Latency compensation: the joint state now, predicted from a late measurement and the commands sent since.
 
 A robot's joint states reach the tree late (sensor latency: 50-200 ms over a middleware and a driver stack),
-and a feedback loop closed on a late state overshoots: at 100 ms the papers/002 gains that hold the arm on a
-reference at 0 ms make it miss the handle. As a Smith predictor does, add to the measured positions what the
-velocity commands sent since the measurement's stamp have moved the joints by (each command holds until the
+and a feedback loop closed on a late state overshoots: at 100 ms the Let's Handle It (arXiv 2202.11792) gains that hold
+the arm on a reference at 0 ms make it miss the handle. As a Smith predictor does, add to the measured positions what
+the velocity commands sent since the measurement's stamp have moved the joints by (each command holds until the
 next). The prediction ignores how the drives lag their commands, so it slightly over-predicts a starting move;
 numpy in, numpy out.
 """

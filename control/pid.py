@@ -1,8 +1,8 @@
 """Joint-space PID: joint position targets in, joint velocity commands out (numpy in, numpy out).
 
 One :class:`PIDController` drives many joints at once, each with its own gains, velocity limit and angle
-wrapping. Its output goes through a :class:`LowPassFilter` (papers/002 Sec. 2.6: fs = 100 Hz, fc = 40 Hz,
-"to avoid large jumps in output velocity"). Per step, for every joint::
+wrapping. Its output goes through a :class:`LowPassFilter` ("Let's Handle It", arXiv 2202.11792, Sec. 2.6: fs =
+100 Hz, fc = 40 Hz, "to avoid large jumps in output velocity"). Per step, for every joint::
 
     e     = q_target - q_measured                  (wrapped to [-pi, pi) for continuous joints)
     I    += ki * e * dt                             (conditional integration, clamped: see below)
@@ -19,7 +19,7 @@ Anti-windup, two mechanisms that work together:
   held within +-``integral_limit`` (default: the velocity limit), so that it alone never asks for more than
   the joint can do, whatever happened before.
 
-Gains of papers/002 Sec. 2.6 are named presets (:data:`PART_GAINS`); :func:`gains_for` and
+Gains of Let's Handle It Sec. 2.6 are named presets (:data:`PART_GAINS`); :func:`gains_for` and
 :func:`make_robot_pid` lay them out over a :class:`~handleit.types.RobotModel`'s joints. The controller
 itself knows nothing of robots.
 
@@ -40,8 +40,8 @@ from handleit.types import RobotModel
 
 FilterMethod = Literal["exponential", "bilinear"]
 
-CONTROL_RATE_HZ = 100.0  # papers/002 Sec. 2.6: fs = 100 Hz (the env's control frequency)
-CUTOFF_HZ = 40.0  # papers/002 Sec. 2.6: fc = 40 Hz
+CONTROL_RATE_HZ = 100.0  # Let's Handle It Sec. 2.6: fs = 100 Hz (the env's control frequency)
+CUTOFF_HZ = 40.0  # Let's Handle It Sec. 2.6: fc = 40 Hz
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ class PIDGains:
     kd: float | np.ndarray
 
 
-# papers/002 Sec. 2.6, as published. kd = 0 everywhere: the paper found kd > 0 jittered at 100 Hz. On a
+# Let's Handle It Sec. 2.6, as published. kd = 0 everywhere: the paper found kd > 0 jittered at 100 Hz. On a
 # pure integrator the yaw preset is slow and underdamped (a 1 rad step overshoots by 27% and takes ~16 s into
 # a 2% band); the paper does not say whether its gains acted on velocities or on normalized actions (which
 # would scale them by the velocity limit), so they are kept as they are and tuned through `presets`.
@@ -186,7 +186,7 @@ def joint_parts(model: RobotModel, joint_names: Sequence[str] | None = None) -> 
 def gains_for(model: RobotModel, joint_names: Sequence[str] | None = None,
               presets: Mapping[str, PIDGains] = PART_GAINS) -> PIDGains:
     """Per-joint gain arrays for ``joint_names`` (default: all the model's joints, in its order), each joint
-    taking its part's preset from ``presets`` (default :data:`PART_GAINS`, papers/002 Sec. 2.6; pass a
+    taking its part's preset from ``presets`` (default :data:`PART_GAINS`, Let's Handle It Sec. 2.6; pass a
     modified copy to tune one part). Finger joints get zero gains."""
     parts = joint_parts(model, joint_names)
     missing = sorted(set(parts) - set(presets))
@@ -214,8 +214,8 @@ class PIDController:
         velocity_limits: [n] or scalar, the largest |velocity| commanded (m/s or rad/s); inf: unlimited.
         continuous: [n] bool or scalar; True wraps the joint's error to [-pi, pi) (yaw, continuous joints).
         n_joints: the number of joints, needed only when every other argument is a scalar.
-        dt_s: the nominal control period [s] (papers/002: 0.01 s), used when ``step`` gets no ``dt``.
-        cutoff_hz: the output low-pass cutoff fc [Hz] (papers/002: 40 Hz) at rate 1 / dt_s; None: no filter.
+        dt_s: the nominal control period [s] (Let's Handle It: 0.01 s), used when ``step`` gets no ``dt``.
+        cutoff_hz: the output low-pass cutoff fc [Hz] (Let's Handle It: 40 Hz) at rate 1 / dt_s; None: no filter.
         filter_method: the filter's discretization, see :class:`LowPassFilter`.
         integral_limits: [n] or scalar bound on |integral term| (m/s or rad/s); default the velocity limits
             (unbounded without anti-windup).

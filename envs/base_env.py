@@ -42,7 +42,7 @@ from .sensor_model import SensorPerturbation, SensorPerturber, as_perturbation
 from .target_prompts import DEFAULT_PROMPT_NOISE_M, check_prompt_noise, noisy_prompt, prompt_rng
 
 OBS_MODES = ("pointcloud", "rgbd", "state")
-SPLITS = ("train", "test")  # the bundled objects' splits (papers/000 Appendix C.6)
+SPLITS = ("train", "test")  # the bundled objects' splits (ManiSkill2 (arXiv 2302.04659) Appendix C.6)
 POINTCLOUD_FRAMES = ("world", "base")
 # Point-cloud masks, in ManiSkill1's order: target handle, target link, robot.
 MASK_NAMES = ("target_handle", "target_link", "robot")

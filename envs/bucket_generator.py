@@ -1,7 +1,7 @@
 """Procedural buckets with a bail handle for MoveBucket, written as URDF folders (``mobility.urdf``,
 ``meshes/``, ``meta.json``).
 
-PartNet-Mobility cannot be downloaded here, so each bucket of the ManiSkill1-style splits (papers/000
+PartNet-Mobility cannot be downloaded here, so each bucket of the ManiSkill1-style splits (ManiSkill2 (arXiv 2302.04659)
 Appendix C.6: 29 train, 10 test) is sampled from its id (``bucket-train-007``), deterministically.
 
 Conventions (the env and its ground truth rely on them), in the bucket frame B = the URDF root frame:

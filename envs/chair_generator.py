@@ -1,7 +1,7 @@
 """Procedural swivel chairs for PushChair, in PartNet-Mobility layout.
 
 PartNet-Mobility cannot be downloaded here, so each chair of the ManiSkill1-style splits (26 train, 10 test;
-papers/000 Appendix C.6) is sampled from its id (``chair-train-007``) and written as a folder holding
+ManiSkill2 (arXiv 2302.04659) Appendix C.6) is sampled from its id (``chair-train-007``) and written as a folder holding
 ``mobility.urdf`` and ``meta.json``.
 
 Conventions (the env relies on them):

@@ -1,7 +1,7 @@
 """Controllers of the mobile Panda, chosen by name: an action in, joint drive targets out.
 
 A controller is a sequence of part controllers (the base, the arms, the grippers), each owning a slice of the
-action vector. The modes (papers/000 Appendix B, papers/002 footnote 2):
+action vector. The modes (ManiSkill2 (arXiv 2302.04659) Appendix B, Let's Handle It (arXiv 2202.11792) footnote 2):
 
 - ``normalized_joint_vel`` (default, the ManiSkill1 challenge): one value in [-1, 1] per joint, in the
   robot's joint order (``MobilePanda.joint_names``, the order of qpos; action i drives joint i, as in

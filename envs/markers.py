@@ -1,4 +1,4 @@
-"""Colour markers on task targets: the coloured tape of "Let's Handle It" (papers/002), which marked a real
+"""Colour markers on task targets: the coloured tape of "Let's Handle It" (arXiv 2202.11792), which marked a real
 drawer's handle with red tape so that colour alone found it.
 
 An env built with ``target_marker_rgb=(r, g, b)`` paints part of its target in that colour (render material

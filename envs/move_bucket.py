@@ -1,4 +1,4 @@
-"""MoveBucket (ManiSkill1 challenge; papers/000 Appendix C.6), episode as ManiSkill2's MoveBucket-v1.
+"""MoveBucket (ManiSkill1 challenge; ManiSkill2 (arXiv 2302.04659) Appendix C.6), episode as ManiSkill2's MoveBucket-v1.
 
 A dual-arm mobile Panda must lift a bucket holding a ball onto a platform: success when the ball is still
 in the bucket, the bucket's origin is above the platform (within 0.3 m in xy of its centre), the bucket

@@ -1,4 +1,4 @@
-"""OpenCabinetDrawer and OpenCabinetDoor (ManiSkill1 challenge; papers/000 Appendix C.6).
+"""OpenCabinetDrawer and OpenCabinetDoor (ManiSkill1 challenge; ManiSkill2 (arXiv 2302.04659) Appendix C.6).
 
 A single-arm mobile Panda must open a target drawer (or door) of a cabinet to at least 90% of its range
 and leave it static (slower than 0.1 m/s and 1 rad/s). The target is named only through the point-cloud

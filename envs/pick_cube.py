@@ -1,4 +1,4 @@
-"""PickCube (ManiSkill2; papers/000 Appendix C.2), placed as ManiSkill3's PickCube-v1.
+"""PickCube (ManiSkill2, arXiv 2302.04659, Appendix C.2), placed as ManiSkill3's PickCube-v1.
 
 A Panda fixed at the table's edge must pick up a 4 cm red cube and hold it at a goal position: success when
 the cube's centre is within 2.5 cm of the goal and the robot is static (arm joints slower than 0.2 rad/s).

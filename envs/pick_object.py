@@ -1,4 +1,4 @@
-"""PickObject: ManiSkill2's PickSingleYCB with procedurally generated objects (papers/000 Appendix C.2).
+"""PickObject: ManiSkill2's PickSingleYCB with procedurally generated objects (arXiv 2302.04659, Appendix C.2).
 
 A Panda fixed at the table's edge must pick up an object and hold it at a goal position: success when the
 object's centre of mass is within 2.5 cm of the goal and the robot is static (arm joints slower than

@@ -1,4 +1,4 @@
-"""Pick-and-place on the table, as ManiSkill2 defines PickCube and PickSingleYCB (papers/000 Appendix C.2).
+"""Pick-and-place on the table, as ManiSkill2 defines PickCube and PickSingleYCB (arXiv 2302.04659, Appendix C.2).
 
 Pick the object up and move it to a goal position. Success: the object's centre of mass within 2.5 cm of the
 goal, and the robot static (every arm joint slower than 0.2 rad/s: ManiSkill's ``is_robot_static``). The goal

@@ -1,4 +1,4 @@
-"""PushChair (ManiSkill1 challenge; papers/000 Appendix C.6).
+"""PushChair (ManiSkill1 challenge; ManiSkill2 (arXiv 2302.04659) Appendix C.6).
 
 A dual-arm mobile Panda must push a swivel chair on casters to a target, a red hemisphere on the floor at the
 world origin, and leave it there standing and static: the chair's root link origin within 0.15 m of the

@@ -19,7 +19,7 @@ import numpy as np
 GripperCommand = Literal["open", "close", "hold"] | float  # a float: the opening (m) to move the fingers to
 # The colour marker the bundled envs paint on a target when asked (``target_marker_rgb``) and the
 # ``color_marker`` segmenter looks for by default: lime green tape, as a linear render base colour in [0, 1].
-# papers/002 used red tape on a real drawer; red is taken here by PushChair's target hemisphere.
+# Let's Handle It (arXiv 2202.11792) used red tape on a real drawer; red is taken here by PushChair's target hemisphere.
 DEFAULT_MARKER_RGB = (0.15, 0.85, 0.0)
 
 
@@ -52,7 +52,7 @@ class Observation:
 class Command:
     """Joint velocity targets for the controlled joints (base and arms), and one command per gripper.
 
-    ``normalized_qvel``, when given, is the whole command as the challenge's action (papers/002 footnote 2):
+    ``normalized_qvel``, when given, is the whole command as the challenge's action (Let's Handle It footnote 2):
     every joint's velocity as a fraction in [-1, 1] of its velocity limit (``RobotModel.velocity_limits``),
     fingers included, base x/y in the base frame. A robot applies it as it is and ignores ``qvel`` and
     ``gripper`` (kept consistent, for logs): learned policies trained on the envs' actions use it, so that

@@ -39,7 +39,7 @@ def add_commands(subparsers) -> None:
     train.set_defaults(func=_train)
 
     cmp = subparsers.add_parser("compare", help="success of several solvers on tasks and splits: a markdown "
-                                "table, a CSV and a bar chart (papers/002 Table 1)")
+                                "table, a CSV and a bar chart (Let's Handle It (arXiv 2202.11792) Table 1)")
     cmp.add_argument("--tasks", required=True, help="tasks separated by commas, e.g. PickCube,PickObject")
     cmp.add_argument("--solvers", required=True,
                      help="solvers separated by commas, as for eval; {task} in a name is replaced by the task, e.g. "

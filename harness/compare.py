@@ -1,4 +1,5 @@
-"""The comparison table: train and test success per task and solver (trees, BC, TD3+BC), as papers/002 Table 1.
+"""The comparison table: train and test success per task and solver (trees, BC, TD3+BC), as in Table 1 of "Let's
+Handle It" (arXiv 2202.11792).
 
 Every number comes from the evaluation harness's per-episode records (``handleit.harness.evaluation``): the
 comparison runs each solver on each task and split through :func:`~handleit.harness.evaluation.run_episodes` into

@@ -1,4 +1,4 @@
-"""Convert demonstrations to another controller by closed-loop replay (papers/000 Sec. 2.2).
+"""Convert demonstrations to another controller by closed-loop replay (ManiSkill2 (arXiv 2302.04659) Sec. 2.2).
 
 The demonstrations are recorded with ``normalized_joint_vel`` (joint velocities). To convert one to a target
 controller, a new env with the target control mode is reset to the same seed and object; at every source step
@@ -147,7 +147,7 @@ class TargetActions:
 
     def _ee_delta(self, part: EEDeltaPose, q: np.ndarray, q_src: np.ndarray,
                   q_next_src: np.ndarray) -> tuple[np.ndarray, bool]:
-        """Delta tool pose toward FK(q_src(t+1)) from the current tool pose T(t) (papers/000 Sec. 2.2:
+        """Delta tool pose toward FK(q_src(t+1)) from the current tool pose T(t) (ManiSkill2 Sec. 2.2:
         FK(.) * T_tgt(t)^-1), in the controller's convention (translation and rotation vector in the base
         frame B, normalized by the controller's step sizes).
 
@@ -340,6 +340,8 @@ def convert_demos(src: Path | str, to: str, out: Path | str, episodes: int | Non
         raise ValueError(f"--out {out} would overwrite the source {src}; choose another folder")
     env = _env(info["task"], doc["episodes"][0]["split"] if doc["episodes"] else "train", info["max_episode_steps"],
                to)
+    # "method" is written into every converted file and compared on --resume, so its text stays as first written,
+    # though it names ManiSkill2 (arXiv 2302.04659) by the path of a copy outside this repository.
     out_info = dict(info, control_mode=to, action_dim=int(env.action_space.shape[0]),
                     action_labels=list(env.unwrapped.controller.labels),
                     env_kwargs=dict(info.get("env_kwargs", {}), control_mode=to),
@@ -392,7 +394,7 @@ def convert_demos(src: Path | str, to: str, out: Path | str, episodes: int | Non
 def add_commands(subparsers) -> None:
     """Add ``convert-demos`` to the ``handleit`` command line."""
     conv = subparsers.add_parser("convert-demos", help="convert demonstrations to another controller by "
-                                 "closed-loop replay (papers/000 Sec. 2.2); print the share that still succeeds")
+                                 "closed-loop replay (ManiSkill2 Sec. 2.2); print the share that still succeeds")
     conv.add_argument("--in", dest="src", required=True, help="a demo file, e.g. demos/PickCube.h5")
     conv.add_argument("--to", required=True, choices=CONVERTIBLE_MODES)
     conv.add_argument("--out", required=True, help="output folder (same file names, same layout)")

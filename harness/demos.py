@@ -472,7 +472,8 @@ def add_commands(subparsers) -> None:
     rec.add_argument("--out", default="demos")
     rec.add_argument("--max-steps", type=int, default=1000, help="episode length in control steps (100 Hz)")
     rec.add_argument("--seed", type=int, default=0)
-    rec.add_argument("--points", type=int, default=DEFAULT_POINTS, help="points per observation (papers/000 F.3)")
+    rec.add_argument("--points", type=int, default=DEFAULT_POINTS,
+                     help="points per observation (ManiSkill2, arXiv 2302.04659, F.3)")
     rec.add_argument("--min-height", type=float, default=DEFAULT_MIN_HEIGHT_M,
                      help="drop points at or below this height in the world (m): the floor and table top "
                           f"(default {DEFAULT_MIN_HEIGHT_M})")

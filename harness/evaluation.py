@@ -6,8 +6,8 @@
   time limit costs that one episode, recorded as an error, and is replaced; the run goes on.
 - Records are appended to ``records.jsonl`` as they arrive (nothing measured is lost if the run stops);
   ``resume=True`` skips episodes already recorded there.
-- The summary has the shape of papers/002 Table 1 (train / test success per task and solver) plus a
-  breakdown of the behavior-tree nodes that failed.
+- The summary has the shape of Let's Handle It (arXiv 2202.11792) Table 1 (train / test success per task and solver)
+  plus a breakdown of the behavior-tree nodes that failed.
 - ManiSkill3 tasks (``"ms3:PickCube-v1"``, any ManiSkill3 env id) run through ``handleit.harness.ms3_adapter``:
   success is ManiSkill3's own ``info["success"]`` (its episodes end at the first success, so this is its
   ``success_once``); no object splits, "train" and "test" differ by their seeds (``ms3_adapter.episode_seeds``).
@@ -403,7 +403,7 @@ def _condition(r) -> str:
 
 
 def summarize(records: list[EpisodeRecord]) -> str:
-    """Markdown: success per task and solver, train / test (papers/002 Table 1), and failure nodes. Runs with
+    """Markdown: success per task and solver, train / test (Let's Handle It Table 1), and failure nodes. Runs with
     another segmenter or a perturbation are columns of their own."""
     groups: dict[tuple, list[EpisodeRecord]] = defaultdict(list)
     for r in records:

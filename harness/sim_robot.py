@@ -1,8 +1,8 @@
 """The robot interface over a bundled environment: what the behavior trees drive in simulation.
 
 ``SimRobot`` turns env observations into :class:`~handleit.types.Observation` and
-:class:`~handleit.types.Command` into the env's normalized joint-velocity action (papers/002 footnote 2).
-Success flags from the env (ground truth) stay here, for the evaluation harness; they never reach a solver.
+:class:`~handleit.types.Command` into the env's normalized joint-velocity action (Let's Handle It (arXiv 2202.11792)
+footnote 2). Success flags from the env (ground truth) stay here, for the evaluation harness; they never reach a solver.
 """
 
 from __future__ import annotations

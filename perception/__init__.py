@@ -3,7 +3,8 @@
 - :mod:`~handleit.perception.point_cloud`: checks, frames, crops, ground removal, voxel downsampling,
   normals, plane fits, a cabinet front's outward normal.
 - :mod:`~handleit.perception.handle_points`: handle points merged over steps, the handle's frame and shape.
-- :mod:`~handleit.perception.handle_grasps`: horizontal and vertical grasps on a handle (papers/002 Sec. 2.3).
+- :mod:`~handleit.perception.handle_grasps`: horizontal and vertical grasps on a handle ("Let's Handle It",
+  arXiv 2202.11792, Sec. 2.3).
 - :mod:`~handleit.perception.open_state`: how far the target drawer/door is open.
 - :mod:`~handleit.perception.grasp_predictors`: grasp predictors by name (plug-ins, entry points).
 - :mod:`~handleit.perception.antipodal_grasps`: 6-DoF parallel-jaw grasps on an object's partial cloud.
@@ -11,7 +12,7 @@
 - :mod:`~handleit.perception.robot_self_filter`: the cloud's robot points from the URDF at the measured joints
   (Drake; imported on its own, not here).
 - :mod:`~handleit.perception.bucket_rim`: a bucket's rim (height, circle, thickness, axis), the ball inside.
-- :mod:`~handleit.perception.chair_center`: a swivel chair's centre (papers/002 Fig. 10), upper body, backrest.
+- :mod:`~handleit.perception.chair_center`: a swivel chair's centre (Let's Handle It Fig. 10), upper body, backrest.
 """
 
 from handleit.perception.antipodal_grasps import evaluate_grasp_poses, sample_antipodal_grasps

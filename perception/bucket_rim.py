@@ -1,9 +1,9 @@
 """The bucket's rim from its points: height, circle, thickness, axis; which points are inside; the ball.
 
-papers/002 Sec. 2.3, "Estimating the bucket rim": the highest points are not the rim, because the bail handle
-sometimes arches over it. Instead the cloud is cut into z-slices, only slices holding at least a threshold of
-points count, and the highest such slice is the rim. Here the slices slide (a window of ``slice_m`` moved in
-quarter steps, so the answer does not hinge on where slice boundaries fall), and a rim slice must also go
+Let's Handle It (arXiv 2202.11792) Sec. 2.3, "Estimating the bucket rim": the highest points are not the rim, because
+the bail handle sometimes arches over it. Instead the cloud is cut into z-slices, only slices holding at least a
+threshold of points count, and the highest such slice is the rim. Here the slices slide (a window of ``slice_m`` moved
+in quarter steps, so the answer does not hinge on where slice boundaries fall), and a rim slice must also go
 around the bucket: the nearly level top of an arched handle can hold as many points as a rim slice, but in
 one short piece. Then:
 
@@ -387,7 +387,7 @@ def estimate_bucket_rim(points_W, slice_m: float = 0.01, *, min_slice_points: in
                         min_slice_fraction: float = 0.3, min_arc_deg: float = 90.0, band_m: float | None = None,
                         percentiles: tuple[float, float] = (5.0, 95.0), voxel_m: float = 0.01,
                         max_tilt_rad: float = 0.5) -> BucketRim:
-    """The bucket's rim from its points (papers/002 Sec. 2.3: the highest z-slice holding enough points).
+    """The bucket's rim from its points (Let's Handle It Sec. 2.3: the highest z-slice holding enough points).
 
     Args:
         points_W: ``[N, 3]`` bucket points in the world (z up), m, as segmented from the fused cloud; a
@@ -464,7 +464,7 @@ def rim_is_pinchable(rim: BucketRim, max_opening_m: float = PANDA_MAX_OPENING_M,
                      margin_m: float = PINCH_MARGIN_M) -> bool:
     """Whether a parallel gripper opening to ``max_opening_m`` can pinch the rim with ``margin_m`` to spare.
 
-    papers/002 Sec. 2.5, Move Bucket: a thin rim takes the prehensile branch, a thick one the hugging
+    Let's Handle It Sec. 2.5, Move Bucket: a thin rim takes the prehensile branch, a thick one the hugging
     branch. With the defaults (a Panda, 2.5 cm margin) the limit is :data:`RIM_THICKNESS_THRESHOLD_M` (0.055 m).
     """
     return classify_rim_thickness(rim.thickness_m, max_opening_m - margin_m) == "thin"

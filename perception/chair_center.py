@@ -1,7 +1,8 @@
 """A swivel chair's centre, its upper body and its backrest, from its points seen from behind.
 
-papers/002 Sec. 2.3, "Estimating the chair center" (and Fig. 10): the robot starts behind the chair, so its
-cameras see mostly the back of the backrest, and the mean of the points lies well behind the chair's centre.
+Let's Handle It (arXiv 2202.11792) Sec. 2.3, "Estimating the chair center" (and Fig. 10): the robot starts behind the
+chair, so its cameras see mostly the back of the backrest, and the mean of the points lies well behind the chair's
+centre.
 The paper assumes instead that the chair's upper body ("including and above the cushion") is symmetric:
 the backrest's main axis in the floor plane comes from PCA, the bounding box of the upper body along that
 axis and the one across it is found, and the box's centre is the chair's centre. Fig. 10 reports it closer
@@ -66,7 +67,7 @@ class Backrest:
 
 @dataclass(frozen=True)
 class ChairCenter:
-    """A chair's centre (papers/002 Fig. 10: the upper body's box along the backrest's axes) and corrections.
+    """A chair's centre (Let's Handle It Fig. 10: the upper body's box along the backrest's axes) and corrections.
 
     Centres are on the floor: z is the lowest chair point's.
     """
@@ -207,7 +208,7 @@ def _base_center(p: np.ndarray, z0: float, band_m: float):
 
 
 def upper_body_mask(points_W, slice_m: float = 0.02, *, min_slice_points: int = 5) -> np.ndarray:
-    """Mask ([N] bool) of a swivel chair's upper body: the seat and everything above it (papers/002).
+    """Mask ([N] bool) of a swivel chair's upper body: the seat and everything above it (Let's Handle It).
 
     The seat level comes from the points' widths by height: below the seat only the thin gas-lift column
     rises between the star base and the seat (see :func:`_seat_level`); no chair size is assumed.
@@ -332,14 +333,14 @@ def estimate_backrest(points_W, slice_m: float = 0.02, *, min_slice_points: int 
 
 
 def mean_center(points_W) -> np.ndarray:
-    """The baseline papers/002 compares with: the mean of all chair points in xy; z is the lowest point's."""
+    """The baseline Let's Handle It compares with: the mean of all chair points in xy; z is the lowest point's."""
     p = _chair_points(points_W)
     return np.array([p[:, 0].mean(), p[:, 1].mean(), p[:, 2].min()])
 
 
 def estimate_chair_center(points_W, slice_m: float = 0.02, *, min_slice_points: int = 5,
                           trim_percent: float = 0.5) -> ChairCenter:
-    """A swivel chair's centre by papers/002 Fig. 10, and corrections toward its swivel axis.
+    """A swivel chair's centre by Let's Handle It Fig. 10, and corrections toward its swivel axis.
 
     1. Upper body: the seat and above (:func:`upper_body_mask`).
     2. Axes: the backrest's main axis in the floor plane (PCA of its top strip) and the horizontal axis

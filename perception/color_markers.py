@@ -1,6 +1,6 @@
 """Colour markers: points whose colour is a marker's (coloured tape on a handle, a backrest, a rim, an object).
 
-"Let's Handle It" (papers/002) marked a real drawer's handle with red tape so that colour alone found it. A
+"Let's Handle It" (arXiv 2202.11792) marked a real drawer's handle with red tape so that colour alone found it. A
 marker is found by an HSV threshold: shading under white light scales a colour's brightness (its value) but
 keeps its hue, and a white highlight lowers its saturation, so a point is marker-coloured when its hue is
 within ``hue_tolerance_deg`` of the marker's, and it is saturated and bright enough for its hue to mean

@@ -1,7 +1,7 @@
 """Grasps on a drawer or door handle from one-sided, sparse handle points.
 
-papers/002 Sec. 2.3 samples antipodal grasps, keeps the horizontal and vertical ones and sorts them by their
-distance to the handle centroid; the handle's shape picks the orientation. A two-point antipodal test
+Let's Handle It (arXiv 2202.11792) Sec. 2.3 samples antipodal grasps, keeps the horizontal and vertical ones and sorts
+them by their distance to the handle centroid; the handle's shape picks the orientation. A two-point antipodal test
 needs both jaw contacts seen with opposing normals, but the cameras see a handle only from the front and
 above, so a bar's underside (one jaw's contact) is never seen. This sampler therefore builds the antipodal
 pair from the cross-section instead:

@@ -2,8 +2,8 @@
 
 A handle seen from 1-2 m is often 10-60 points in one frame, so the paper merges points over time steps and
 waits for "at least 50 points or ten steps, whichever comes first" before computing the centroid
-(papers/002 Sec. 2.3). :class:`HandleAccumulator` does that, deduplicating repeated views of the same
-surface with a voxel grid; :func:`estimate_handle_frame` gives the centroid, principal axes, extents and
+(Let's Handle It (arXiv 2202.11792) Sec. 2.3). :class:`HandleAccumulator` does that, deduplicating repeated views of the
+same surface with a voxel grid; :func:`estimate_handle_frame` gives the centroid, principal axes, extents and
 the shape class that picks the grasp orientation.
 """
 
@@ -27,7 +27,7 @@ from handleit.perception.point_cloud import (
 
 HandleShape = Literal["horizontal", "vertical", "compact"]
 
-MIN_POINTS = 50  # papers/002 Sec. 2.3: at least 50 points ...
+MIN_POINTS = 50  # Let's Handle It Sec. 2.3: at least 50 points ...
 MIN_STEPS = 10  # ... or ten steps, whichever comes first
 # Knob heads are 2.5-4.5 cm across; bars and lips are at least 8 cm long: 6 cm splits them with margin.
 COMPACT_MAX_M = 0.06
@@ -169,7 +169,7 @@ class _VoxelSums:
 class HandleAccumulator:
     """Merges a handle's points over control steps until there are enough for a grasp.
 
-    ``ready`` follows papers/002 Sec. 2.3: at least ``min_points`` merged points or ``min_steps`` calls of
+    ``ready`` follows Let's Handle It Sec. 2.3: at least ``min_points`` merged points or ``min_steps`` calls of
     :meth:`add`, whichever comes first (and at least one point). Merged points are deduplicated on a voxel
     grid (the mean per voxel), so a static view repeated ten times counts once, not ten times.
 
@@ -185,8 +185,8 @@ class HandleAccumulator:
                  max_steps: int | None = None):
         """
         Args:
-            min_points: merged (deduplicated) points that make the handle ready (papers/002: 50).
-            min_steps: steps after which it is ready anyway, if any point was seen (papers/002: 10).
+            min_points: merged (deduplicated) points that make the handle ready (Let's Handle It: 50).
+            min_steps: steps after which it is ready anyway, if any point was seen (Let's Handle It: 10).
             voxel_m: deduplication voxel (m); 3 mm is below the cameras' point spacing at 1-2 m (4-8 mm),
                 so distinct points of one view stay distinct.
             max_steps: keep only the points of the last this many steps (None: all since the last reset).

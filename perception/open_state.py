@@ -1,7 +1,7 @@
 """How far the target drawer or door is open, from the motion of its segmented points.
 
-papers/002 Sec. 2.3 takes the difference in x-position of the segmented region from its first x-position.
-The points of a part come and go as the robot moves and occludes it, so a mean moves even when the part
+Let's Handle It (arXiv 2202.11792) Sec. 2.3 takes the difference in x-position of the segmented region from its first
+x-position. The points of a part come and go as the robot moves and occludes it, so a mean moves even when the part
 does not; here both measurements use surfaces, not means:
 
 - displacement: the position, along the first frame's outward normal, of the part's most forward dense

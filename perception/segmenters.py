@@ -14,8 +14,8 @@ The bundled segmenters:
 - ``simulator``: the simulator's masks as they are (the only one that reads them);
 - ``robot_self_filter``: the robot's own points only, from its URDF collision geometry at the measured joint
   positions (MoveIt's robot self filter); every segmenter below uses it for the ``robot`` mask;
-- ``color_marker``: the target marked with a colour (papers/002 Sec. 3.2 marked a real drawer's handle with
-  red tape): the marker's points give the handle (cabinets) or a seed of the object; the part and the
+- ``color_marker``: the target marked with a colour (Let's Handle It (arXiv 2202.11792) Sec. 3.2 marked a real drawer's
+  handle with red tape): the marker's points give the handle (cabinets) or a seed of the object; the part and the
   object are then found by geometry and tracked from step to step;
 - ``geometric``: no marker; the operator's prompt (``Observation.target_prompt_W``, a point or a box in the
   world) names the target, and geometry finds it: the part as the planar region at the prompt, the handle

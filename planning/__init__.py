@@ -1,7 +1,7 @@
 """Planning: features -> targets. Numpy in, numpy out; no simulator imports.
 
-- :mod:`handleit.planning.whole_body_ik`: :class:`WholeBodyIK` (Drake, papers/002 Sec. 2.4): base x, y,
-  yaw, torso height and one or two arms solved together; :class:`IKResult`.
+- :mod:`handleit.planning.whole_body_ik`: :class:`WholeBodyIK` (Drake, Let's Handle It (arXiv 2202.11792) Sec. 2.4):
+  base x, y, yaw, torso height and one or two arms solved together; :class:`IKResult`.
 - :mod:`handleit.planning.motion_planning`: :class:`ArmMotionPlanner` (mplib 0.1.1: RRTConnect and screw
   motions with the observed point cloud as obstacles); :class:`Plan`.
 - :mod:`handleit.planning.trajectories`: gripper pose sequences (:func:`pregrasp_approach`,

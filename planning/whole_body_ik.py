@@ -1,7 +1,7 @@
 """Whole-body inverse kinematics with Drake: base x, y, yaw, torso height and the arm(s) solved together.
 
-papers/002 Sec. 2.4 chose Drake's IK over PyBullet's because it respects joint limits, takes two gripper
-goals at once (the dual-arm bucket task) and accepts extra constraints, notably a point-to-point distance
+Let's Handle It (arXiv 2202.11792) Sec. 2.4 chose Drake's IK over PyBullet's because it respects joint limits, takes two
+gripper goals at once (the dual-arm bucket task) and accepts extra constraints, notably a point-to-point distance
 constraint that keeps the gripper away from the robot's body ("otherwise the arm would typically collide
 with the base").
 
@@ -37,7 +37,7 @@ from .mobile_panda_names import BASE_JOINT_NAMES, BASE_LINK_NAME, ROOT_LINK_NAME
 # reach, which the constraints, not the cost, then force.
 DEFAULT_WEIGHTS = {"base_translation": 10.0, "base_rotation": 10.0, "base_height": 10.0, "arm": 1.0}
 
-# Point C that the gripper is kept away from (papers/002 Sec. 2.4): on the torso's vertical axis at shoulder
+# Point C that the gripper is kept away from (Let's Handle It Sec. 2.4): on the torso's vertical axis at shoulder
 # height, in the frame of the link that the torso-height joint moves (``adjustable_body``; the Panda
 # shoulders sit 0.1315 + 0.2885 = 0.42 m above it). A point that rides up and down with the torso keeps the
 # constraint mostly horizontal where the arm could hit the torso column; a point on the ground-level
@@ -86,7 +86,7 @@ def rotation_angle_rad(R_AB: np.ndarray) -> float:
 
 
 class WholeBodyIK:
-    """Whole-body IK for a mobile manipulator (papers/002 Sec. 2.4), built once per robot.
+    """Whole-body IK for a mobile manipulator (Let's Handle It Sec. 2.4), built once per robot.
 
     Args:
         urdf_path: robot URDF. Its root link (``root_link``) is welded to the world, so the planar base
@@ -349,7 +349,7 @@ class WholeBodyIK:
     def _solve_once(self, q0, seed, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, q_nom, w, keep_out=None,
                     tilt=0.0, speeds=None):
         """One SNOPT solve from ``seed``; returns (q in the caller's order, solver reported success)."""
-        # with_joint_limits: the decision variables q are bounded by the URDF's joint limits (papers/002
+        # with_joint_limits: the decision variables q are bounded by the URDF's joint limits (Let's Handle It
         # chose Drake because PyBullet's IK ignores them).
         ik = InverseKinematics(self.plant, self._context, with_joint_limits=True)
         q_var = ik.q()
@@ -373,7 +373,7 @@ class WholeBodyIK:
                 # G's orientation is within ang_tol (rad, angle of the relative rotation) of the goal's.
                 ik.AddOrientationConstraint(frameAbar=world, R_AbarA=RotationMatrix(X_WG[:3, :3]),
                                             frameBbar=frame_G, R_BbarB=RotationMatrix(), theta_bound=ang_tol)
-            # papers/002 Sec. 2.4: keep the gripper away from the body, or the arm folds into the torso.
+            # Let's Handle It Sec. 2.4: keep the gripper away from the body, or the arm folds into the torso.
             if self._clearance_frame is not None and (min_d > 0.0 or math.isfinite(max_d)):
                 ik.AddPointToPointDistanceConstraint(self._clearance_frame, self.p_LC_m, frame_G, np.zeros(3),
                                                      min_d, max_d)

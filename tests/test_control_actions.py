@@ -1,8 +1,8 @@
 """Joint velocities to the env's normalized action and back; gripper commands; world/base velocity frames.
 
-The env's side is written out here from papers/002 footnote 2 and envs/controllers.py's docstring (no env
-is built): velocity = (upper - lower) / 2 * clip(a, -1, 1) + (upper + lower) / 2, and the base's x/y action
-is ego-centric, turned into the world by the base yaw.
+The env's side is written out here from Let's Handle It (arXiv 2202.11792) footnote 2 and envs/controllers.py's
+docstring (no env is built): velocity = (upper - lower) / 2 * clip(a, -1, 1) + (upper + lower) / 2, and the base's x/y
+action is ego-centric, turned into the world by the base yaw.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ UPPER = np.array([1.0, 3.14, 0.5, 0.2])
 
 
 def env_velocity(action, lower, upper):
-    """The env's mapping (papers/002 footnote 2), clipping included."""
+    """The env's mapping (Let's Handle It footnote 2), clipping included."""
     a = np.clip(action, -1, 1)
     return (upper - lower) / 2 * a + (upper + lower) / 2
 

@@ -1,4 +1,5 @@
-"""The output low-pass filter (papers/002 Sec. 2.6: fs = 100 Hz, fc = 40 Hz): passes DC, attenuates fast input.
+"""The output low-pass filter (Let's Handle It (arXiv 2202.11792) Sec. 2.6: fs = 100 Hz, fc = 40 Hz): passes DC,
+attenuates fast input.
 
 Amplitudes are measured on the filtered signal itself (a least-squares sine fit after the transient), then
 checked against the documented values and the filter's own frequency response.

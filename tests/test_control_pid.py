@@ -1,7 +1,7 @@
 """The joint PID drives an integrator plant to its target: settles, bounded overshoot, anti-windup, wrapping.
 
 The plant is what the env's velocity controller approximates: q += v dt, v the PID's (saturated) output.
-Gains are the paper's presets (papers/002 Sec. 2.6); no simulator is involved.
+Gains are the paper's presets (Let's Handle It (arXiv 2202.11792) Sec. 2.6); no simulator is involved.
 """
 
 from __future__ import annotations

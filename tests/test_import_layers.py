@@ -66,7 +66,7 @@ LAZY_DEPENDENCIES = {
 }
 LAZY_MARKER = "lazy:"
 SIMULATORS = {"sapien", "mani_skill"}
-NO_SIMULATOR = {"shared", "perception", "planning", "control", "behaviors"}  # the sim-real boundary (DESIGN.md)
+NO_SIMULATOR = {"shared", "perception", "planning", "control", "behaviors"}  # the sim-real boundary
 
 
 @dataclass

@@ -40,7 +40,7 @@ MASS_RANGE_KG = {"thin": (0.6, 2.5), "thick": (2.0, 5.0)}
 
 
 def test_ids_match_split_counts_and_are_disjoint():
-    assert SPLIT_COUNTS == {"train": 29, "test": 10}  # papers/000 Appendix C.6
+    assert SPLIT_COUNTS == {"train": 29, "test": 10}  # ManiSkill2 (arXiv 2302.04659) Appendix C.6
     for split in SPLITS:
         ids = bucket_ids(split)
         assert len(ids) == len(set(ids)) == SPLIT_COUNTS[split]

@@ -1,5 +1,5 @@
-"""The bucket's rim (papers/002 Sec. 2.3) on synthetic, z-buffer rendered buckets: height, circle, thickness,
-axis, with a handle over the rim or beside the wall, a ball inside, partial views and tilts."""
+"""The bucket's rim (Let's Handle It (arXiv 2202.11792) Sec. 2.3) on synthetic, z-buffer rendered buckets: height,
+circle, thickness, axis, with a handle over the rim or beside the wall, a ball inside, partial views and tilts."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_handle_over_the_rim_is_skipped():
         bucket = random_bucket(rng, thin, handle="up")
         rim = estimate_bucket_rim(bucket.points_W)
         assert_rim_close(rim, bucket)
-        # The naive rim, the highest points, is the handle's top: papers/002's reason for the slices.
+        # The naive rim, the highest points, is the handle's top: Let's Handle It's reason for the slices.
         naive_m = np.percentile(bucket.points_W[:, 2], 99.5)
         assert naive_m - bucket.rim_height_m > 0.08
         assert naive_m - rim.height_m > 0.08

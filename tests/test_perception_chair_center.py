@@ -1,5 +1,5 @@
-"""A swivel chair's centre (papers/002 Fig. 10), upper body and backrest, on synthetic chairs seen from behind
-(rendered with a z-buffer, so the backrest really hides most of the seat)."""
+"""A swivel chair's centre (Let's Handle It (arXiv 2202.11792) Fig. 10), upper body and backrest, on synthetic chairs
+seen from behind (rendered with a z-buffer, so the backrest really hides most of the seat)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def xy_error_m(estimate_W, chair) -> float:
 
 
 def test_box_centre_beats_the_mean_over_random_chairs(chairs):
-    """papers/002 Fig. 10: the box's centre (MSE 0.038) is closer than the mean of all points (MSE 0.11)."""
+    """Let's Handle It Fig. 10: the box's centre (MSE 0.038) is closer than the mean of all points (MSE 0.11)."""
     estimates = [estimate_chair_center(c.points_W) for c in chairs]
     mse = {
         "box": np.mean([xy_error_m(e.center_W, c) ** 2 for e, c in zip(estimates, chairs)]),

@@ -238,7 +238,8 @@ def test_pregrasp_backs_off_along_the_approach():
 
 
 def test_merged_sparse_frames_give_a_centred_grasp():
-    """Ten-point frames merged by a HandleAccumulator (papers/002: until 50 points) centre the grasp."""
+    """Ten-point frames merged by a HandleAccumulator (Let's Handle It (arXiv 2202.11792): until 50 points) centre the
+    grasp."""
     from handleit.perception.handle_points import HandleAccumulator
 
     accumulator = HandleAccumulator()

@@ -1,4 +1,5 @@
-"""Handle points merged over steps (papers/002: 50 points or ten steps), the handle's frame and its shape."""
+"""Handle points merged over steps (Let's Handle It (arXiv 2202.11792): 50 points or ten steps), the handle's frame and
+its shape."""
 
 from __future__ import annotations
 

@@ -267,8 +267,8 @@ def test_base_keep_out_disc(single):
 
 
 def test_dual_arm_body_distance_constraint_holds_for_both_hands():
-    """papers/002 Sec. 2.4 for the bucket: both goals close in front of the torso; each hand keeps its
-    distance from the body, and a bound the arms cannot meet is reported as a failure."""
+    """Let's Handle It (arXiv 2202.11792) Sec. 2.4 for the bucket: both goals close in front of the torso; each hand
+    keeps its distance from the body, and a bound the arms cannot meet is reported as a failure."""
     d = mobile_panda("dual")
     names = _joint_names(d)
     ik = WholeBodyIK(d.urdf_path, names, {s: d.tcp_link_name(s) for s in d.sides})
