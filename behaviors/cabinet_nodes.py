@@ -20,6 +20,7 @@ import math
 import numpy as np
 from py_trees.common import Status
 
+from handleit.perception.depth_denoise import denoise_along_rays, range_noise_m
 from handleit.perception.handle_grasps import CLEARANCE_M as GRASP_CLEARANCE_M
 from handleit.perception.handle_grasps import FINGERTIP_CLEARANCE_M, flipped_grasp_pose, pregrasp_pose
 from handleit.perception.handle_points import HandleAccumulator, estimate_handle_frame
@@ -44,6 +45,14 @@ PULL_RAMP_STEPS = 10  # control steps to reach full pulling speed
 PAD_WIDTH_M = 0.0175  # Panda finger pad width (x of the gripper frame)
 OBSTACLE_VOXEL_M = 0.01  # point-cloud resolution handed to the motion planner (its octree is 1 cm too)
 KNOB_ALIGNMENT_M = 0.003  # how far off a knob's centre the pads may close
+# Range noise (m) above which grasps are planned on the recent views denoised along their rays (a camera with
+# noise of 5 mm at 1 m reads 4-12 mm on a handle 1-2 m away) instead of on the merged points; the simulator's
+# clean depth reads 0-1.2 mm (perception.depth_denoise.NOISE_RADIUS_M), and plans as before.
+NOISY_RANGE_M = 0.002
+MIN_DENOISE_POINTS = 30  # fewer recent handle points than this: plan on the merged points
+DENOISED_VOXEL_M = 0.003  # the denoised views are merged on the accumulator's grid
+REFINE_MIN_SHIFT_M = 0.002  # a refined grasp closer than this to the planned one is not worth a new IK
+REFINE_MAX_TILT_RAD = 0.35  # candidates whose approach differs more from the planned grasp's are not refinements
 # IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
 # raising it is made dear and the arm reaches up and down instead, where it can.
 REACH_WEIGHTS = {"base_height": 40.0}
@@ -53,6 +62,22 @@ def _horizontal_unit(v: np.ndarray) -> np.ndarray | None:
     v = np.array([v[0], v[1], 0.0])
     n = np.linalg.norm(v)
     return v / n if n > 1e-6 else None
+
+
+def grasp_points_W(handle_points_W: np.ndarray, recent_points_W: np.ndarray,
+                   recent_origins_W: np.ndarray) -> tuple[np.ndarray, float | None]:
+    """The handle points a grasp is planned on, and the cameras' range noise (m; None when not measured).
+
+    The merged points (``handle_points_W``) where the cameras are clean or did not say where they were; the
+    recent views (raw points and each one's camera centre) denoised along their rays
+    (:func:`~handleit.perception.depth_denoise.denoise_along_rays`) where their range noise exceeds
+    ``NOISY_RANGE_M``: merged noisy views stand 1-2 cm proud of the handle and centimetres too wide."""
+    if len(recent_points_W) < MIN_DENOISE_POINTS:
+        return handle_points_W, None
+    noise_m = range_noise_m(recent_points_W, recent_origins_W)
+    if noise_m <= NOISY_RANGE_M:
+        return handle_points_W, noise_m
+    return voxel_downsample(denoise_along_rays(recent_points_W, recent_origins_W), DENOISED_VOXEL_M), noise_m
 
 
 class Perceive(Skill):
@@ -68,7 +93,7 @@ class Perceive(Skill):
         handle_points = obs.points[obs.masks["target_handle"]]
         link_points = obs.points[obs.masks["target_link"]]
         if not self.bb.grasped and len(handle_points):
-            self.bb.handle.add(handle_points)
+            self.bb.handle.add(handle_points, origins_W=obs.point_origins(obs.masks["target_handle"]))
         if self.bb.open_state is None and len(link_points) >= MIN_LINK_POINTS:
             try:
                 normal = estimate_front_normal(link_points, toward_W=obs.X_WB[:3, 3])
@@ -162,14 +187,17 @@ class PlanGrasp(BackgroundPlanning, Skill):
     def snapshot(self) -> dict:
         """What planning reads, copied: Perceive keeps merging handle points while a background plan runs."""
         normal = self.bb.front_normal_W
+        recent_points_W, recent_origins_W = self.bb.handle.recent_views()
         return {"observation": self.bb.observation, "handle_points_W": np.array(self.bb.handle.points),
+                "recent_points_W": recent_points_W, "recent_origins_W": recent_origins_W,
                 "front_normal_W": None if normal is None else np.array(normal), "attempt": self.bb.attempt,
                 "hinge": self.bb.hinge}
 
     def plan(self, snap: dict) -> tuple[str, object]:
         """("fail", why) or ("grasp", (grasp, X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp)); no blackboard."""
         obs: Observation = snap["observation"]
-        handle_points_W, front_normal_W = snap["handle_points_W"], snap["front_normal_W"]
+        front_normal_W = snap["front_normal_W"]
+        handle_points_W, _ = grasp_points_W(snap["handle_points_W"], snap["recent_points_W"], snap["recent_origins_W"])
         grasps = self.tools.grasp_predictor.predict(
             obs.points, obs.masks, handle_points_W=handle_points_W, front_normal_W=front_normal_W,
             X_WB=obs.X_WB,
@@ -255,6 +283,77 @@ def grasp_tolerance_G(handle_points_W: np.ndarray, X_WG: np.ndarray, width_m: fl
     x = float(np.clip((extent_x - PAD_WIDTH_M) / 2, KNOB_ALIGNMENT_M, 0.015))
     y = float(np.clip((max_opening_m - width_m) / 2 - 0.005, 0.004, 0.015))
     return np.array([x, y, 0.004])
+
+
+class RefineGrasp(BackgroundPlanning, Skill):
+    """At the pregrasp, after the cameras have looked at the handle from close by: where they are noisy,
+    re-plan the grasp on the recent views denoised along their rays, take the candidate nearest the planned
+    grasp, and reach it with the arm alone (IK from here). The first plan was made on the first views, 1.5-2 m
+    away, where a depth camera's noise is largest. Keeps the planned grasp (and says why) when the cameras are
+    clean, when the refined grasp moved less than ``REFINE_MIN_SHIFT_M``, or when IK fails. Always SUCCESS.
+    In real time (``tools.realtime``) off the tick thread (behaviors/background.py)."""
+
+    def __init__(self, name, tools, hook_knobs: bool = False):
+        super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "grasp", "X_WG_grasp", "q_grasp"),
+                         writes=("grasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
+        self.hook_knobs = hook_knobs
+
+    def snapshot(self) -> dict:
+        recent_points_W, recent_origins_W = self.bb.handle.recent_views()
+        normal = self.bb.front_normal_W
+        return {"observation": self.bb.observation, "recent_points_W": recent_points_W,
+                "recent_origins_W": recent_origins_W, "front_normal_W": None if normal is None else np.array(normal),
+                "X_WG": np.array(self.bb.X_WG_grasp), "q_grasp": np.array(self.bb.q_grasp)}
+
+    def plan(self, snap: dict) -> tuple[str, object]:
+        """("keep", why) or ("grasp", (grasp, X_WG, tolerance_G, q_grasp, why)); no blackboard."""
+        obs: Observation = snap["observation"]
+        if snap["front_normal_W"] is None or len(snap["recent_points_W"]) < MIN_DENOISE_POINTS:
+            return "keep", "too few recent handle points with their cameras' centres"
+        points_W, noise_m = grasp_points_W(np.zeros((0, 3)), snap["recent_points_W"], snap["recent_origins_W"])
+        if not len(points_W):
+            return "keep", f"cameras clean (range noise {noise_m * 1e3:.1f} mm)"
+        grasps = self.tools.grasp_predictor.predict(obs.points, obs.masks, handle_points_W=points_W,
+                                                    front_normal_W=snap["front_normal_W"], X_WB=obs.X_WB)
+        if self.hook_knobs and grasps and estimate_handle_frame(points_W, snap["front_normal_W"]).shape == "compact":
+            link = obs.points[obs.masks["target_link"] & ~obs.masks["target_handle"]]
+            grasps = [hooked_knob_grasp(g, link) for g in grasps]
+        X_planned = snap["X_WG"]
+        best = None
+        for grasp in grasps:
+            for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
+                tilt = math.acos(float(np.clip(X_WG[:3, 2] @ X_planned[:3, 2], -1.0, 1.0)))
+                turn = math.acos(float(np.clip(X_WG[:3, 1] @ X_planned[:3, 1], -1.0, 1.0)))
+                if tilt > REFINE_MAX_TILT_RAD or turn > REFINE_MAX_TILT_RAD:
+                    continue
+                shift = float(np.linalg.norm(X_WG[:3, 3] - X_planned[:3, 3]))
+                if best is None or shift < best[0]:
+                    best = (shift, grasp, X_WG)
+        noise = f"range noise {noise_m * 1e3:.1f} mm"
+        if best is None:
+            return "keep", f"{noise}; no denoised grasp near the planned one"
+        shift, grasp, X_WG = best
+        if shift < REFINE_MIN_SHIFT_M:
+            return "keep", f"{noise}; the denoised grasp is within {shift * 1e3:.1f} mm"
+        # From the planned grasp's posture (a few millimetres away), the base where it stands; as PlanGrasp, the
+        # base may move where the arm alone cannot reach.
+        ik = self.tools.ik.solve(snap["q_grasp"], {self.tools.side: X_WG}, fixed_joints=self.tools.model.base_joint_names)
+        if not ik.success:
+            ik = self.tools.ik.solve(snap["q_grasp"], {self.tools.side: X_WG})
+        if not ik.success:
+            return "keep", f"{noise}; IK failed for the grasp {shift * 1e3:.0f} mm away: {ik.message}"
+        tolerance_G = grasp_tolerance_G(points_W, X_WG, grasp.width_m)
+        return "grasp", (grasp, X_WG, tolerance_G, ik.q, f"{noise}; grasp moved {shift * 1e3:.0f} mm")
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "keep":
+            self.feedback_message = f"kept the planned grasp: {value}"
+            return Status.SUCCESS
+        grasp, X_WG, tolerance_G, q_grasp, why = value
+        self.bb.grasp, self.bb.X_WG_grasp, self.bb.grasp_tolerance_G, self.bb.q_grasp = grasp, X_WG, tolerance_G, q_grasp
+        self.feedback_message = f"refined: {why}"
+        return Status.SUCCESS
 
 
 class PlanArmPath(BackgroundPlanning, Skill):

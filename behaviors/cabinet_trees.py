@@ -10,6 +10,7 @@
         │       ├── plan grasp                   grasp sampler + whole-body IK (fails: IK failed)
         │       ├── reach pregrasp (Selector)    synchronized joint move; if blocked, re-plan the arm
         │       │                                around the observed point cloud with mplib and follow
+        │       ├── refine grasp                 noisy depth: re-plan on the close views, denoised along rays
         │       ├── move to grasp                straight in along the approach (fails: no progress)
         │       ├── close gripper
         │       ├── grasp holds?                 check: the fingers closed on something
@@ -35,6 +36,7 @@ from .cabinet_nodes import (
     PlanGrasp,
     PullDrawer,
     Recover,
+    RefineGrasp,
     WaitForHandle,
 )
 from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
@@ -75,6 +77,8 @@ def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Be
                 StepTimeout("path followed in time?", FollowPath("follow arm path", tools), 200, tools),
             ]),
         ]),
+        # The first plan was made on the first, farthest views: re-plan on the close ones if the depth is noisy.
+        RefineGrasp("refine grasp (close views)", tools, hook_knobs=door),
         StepTimeout("grasp in time?", MoveToConfiguration(
             # In depth the finger pads span only -9 to +9.5 mm around the tool centre: stopping 1 cm short
             # leaves a thin bar at the fingertips, to be squeezed out. Sideways the opening forgives more.

@@ -46,7 +46,7 @@ class Segment(Skill):
             # rate and hands on its newest cloud): its masks are still its masks; segment once per cloud.
             _, segmented, error = self._last
             self.bb.observation = dataclasses.replace(obs, points=segmented.points, colors=segmented.colors,
-                                                      masks=segmented.masks)
+                                                      masks=segmented.masks, sensor_index=segmented.sensor_index)
             self.bb.segmentation_error = error
             return Status.SUCCESS
         cloud = obs.points
@@ -54,7 +54,8 @@ class Segment(Skill):
         dropped = int(len(finite) - finite.sum())
         if dropped:
             obs = dataclasses.replace(obs, points=obs.points[finite], colors=obs.colors[finite],
-                                      masks={k: np.asarray(v)[finite] for k, v in obs.masks.items()})
+                                      masks={k: np.asarray(v)[finite] for k, v in obs.masks.items()},
+                                      sensor_index=None if obs.sensor_index is None else obs.sensor_index[finite])
         n = len(obs.points)
         try:
             masks = segmenter.segment(obs)

@@ -23,19 +23,12 @@ import numpy as np
 import sapien
 from gymnasium import spaces
 
-from .cameras import (
-    CameraConfig,
-    CameraRig,
-    color_uint8,
-    depth_image,
-    extrinsic_cv,
-    fuse_point_cloud,
-    mobile_base_cameras,
-)
+from .cameras import (CameraConfig, CameraRig, color_uint8, depth_image, extrinsic_cv, fuse_point_cloud,
+                      mobile_base_cameras, sensor_origins)
 from .collision_groups import ROBOT_BIT, add_ignore_bit
 from .controllers import CONTROL_MODES, ControlConfig, make_controller
-from .markers import check_marker_rgb, mark_scene
 from .mobile_panda import MobilePanda
+from .markers import check_marker_rgb, mark_scene
 from .render_setup import new_scene, pointcloud_shader_dir
 from .robot_description import mobile_panda
 from .sensor_model import SensorPerturbation, SensorPerturber, as_perturbation
@@ -298,7 +291,7 @@ class MobileManipulationEnv(gym.Env):
                 X_FW = np.linalg.inv(X_WB)
             xyz, rgb, shape_id, valid = fuse_point_cloud(images, X_FW)
             labels = self._label_lut[np.clip(shape_id, 0, len(self._label_lut) - 1)]
-            pc = {"xyz": xyz, "rgb": rgb, "valid": valid}
+            pc = {"xyz": xyz, "rgb": rgb, "valid": valid, **sensor_origins(images, X_FW)}
             for bit, name in enumerate(self.mask_names):
                 pc[name] = (labels & (1 << bit)) != 0
             pc["frame"] = self.pointcloud_frame
@@ -344,6 +337,9 @@ class MobileManipulationEnv(gym.Env):
                 "xyz": f32(n, 3),
                 "rgb": spaces.Box(0, 255, shape=(n, 3), dtype=np.uint8),
                 "valid": spaces.MultiBinary(n),
+                # Where each camera was (as the robot believes, in the cloud's frame) and which one saw each point.
+                "sensor_origins": f32(len(self.camera_configs), 3),
+                "sensor_index": spaces.Box(0, len(self.camera_configs) - 1, shape=(n,), dtype=np.uint8),
                 **{name: spaces.MultiBinary(n) for name in self.mask_names},
                 "frame": spaces.Text(max_length=16),
             }

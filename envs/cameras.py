@@ -116,6 +116,18 @@ def fuse_point_cloud(images: list[dict[str, np.ndarray]], X_FW: np.ndarray | Non
     return np.concatenate(xyz), np.concatenate(rgb), np.concatenate(ids), np.concatenate(valid)
 
 
+def sensor_origins(images: list[dict[str, np.ndarray]], X_FW: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Each camera's centre in frame F (world when ``X_FW`` is None), ``sensor_origins`` [C, 3] float32, and
+    which camera each fused point came from, ``sensor_index`` [N] uint8 (the order of :func:`fuse_point_cloud`):
+    the rays along which depth noise lies (PCL's ``sensor_origin_``)."""
+    origins, index = [], []
+    for i, im in enumerate(images):
+        X = im["X_WC_gl"] if X_FW is None else (X_FW.astype(np.float32) @ im["X_WC_gl"])
+        origins.append(X[:3, 3])
+        index.append(np.full(im["p_C"].shape[0] * im["p_C"].shape[1], i, dtype=np.uint8))
+    return {"sensor_origins": np.asarray(origins, dtype=np.float32), "sensor_index": np.concatenate(index)}
+
+
 def depth_image(image: dict[str, np.ndarray]) -> np.ndarray:
     """Depth along the optical axis [m], 0 where nothing was seen."""
     depth = -image["p_C"][..., 2]

@@ -41,6 +41,17 @@ class Observation:
     # The operator's prompt naming the target (a segmenter's input, as a person on a robot would click on it):
     # [3] a point, or [2, 3] an axis-aligned box (min corner, max corner), in the world (m); None: no prompt.
     target_prompt_W: np.ndarray | None = None
+    # Where the cameras were, in `frame` (m), [C, 3], and which of them saw each point, [N] int (PCL's
+    # `sensor_origin_`): the rays along which depth noise lies. None where the robot does not report them.
+    sensor_origins: np.ndarray | None = None
+    sensor_index: np.ndarray | None = None
+
+    def point_origins(self, mask: np.ndarray | None = None) -> np.ndarray | None:
+        """``[M, 3]`` the camera centre each (masked) point was seen from, or None when not reported."""
+        if self.sensor_origins is None or self.sensor_index is None:
+            return None
+        index = self.sensor_index if mask is None else self.sensor_index[mask]
+        return np.asarray(self.sensor_origins, dtype=np.float64)[index]
 
     def q(self, names) -> np.ndarray:
         """Joint positions of the named joints, in the order given."""

@@ -335,7 +335,8 @@ def _state_of(robot: SimRobot) -> dict[str, Any]:
 
 def _cloud_of(observation: Observation) -> dict[str, Any]:
     return {"points": observation.points, "colors": observation.colors, "masks": observation.masks,
-            "frame": observation.frame}
+            "frame": observation.frame, "sensor_origins": observation.sensor_origins,
+            "sensor_index": observation.sensor_index}
 
 
 class _Sender:
@@ -577,7 +578,8 @@ class RealtimeSimRobot:
             (t_state, s), (_, c) = self._state, self._cloud
         return Observation(time_s=t_state, points=c["points"], colors=c["colors"], masks=c["masks"],
                            frame=c["frame"], joint_names=self.model.joint_names, qpos=s["qpos"], qvel=s["qvel"],
-                           X_WB=s["X_WB"], X_WT=s["X_WT"], goal_W=s["goal_W"], target_prompt_W=s["target_prompt_W"])
+                           X_WB=s["X_WB"], X_WT=s["X_WT"], goal_W=s["goal_W"], target_prompt_W=s["target_prompt_W"],
+                           sensor_origins=c.get("sensor_origins"), sensor_index=c.get("sensor_index"))
 
     def act(self, command: Command) -> None:
         """Send a command stamped with the robot's clock; it takes effect ``command_latency_s`` later."""

@@ -115,6 +115,8 @@ class SimRobot:
             X_WT={s: pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(base.robot.sides)},
             goal_W=np.asarray(o["extra"]["goal_pos"], dtype=np.float64) if "goal_pos" in o.get("extra", {}) else None,
             target_prompt_W=np.asarray(extra[prompt_key], dtype=np.float64) if prompt_key in extra else None,
+            sensor_origins=np.asarray(pc["sensor_origins"], dtype=np.float64) if "sensor_origins" in pc else None,
+            sensor_index=pc["sensor_index"][valid] if "sensor_index" in pc else None,
         )
 
     def action_of(self, command: Command) -> np.ndarray:

@@ -32,6 +32,9 @@ MIN_STEPS = 10  # ... or ten steps, whichever comes first
 # Knob heads are 2.5-4.5 cm across; bars and lips are at least 8 cm long: 6 cm splits them with margin.
 COMPACT_MAX_M = 0.06
 MIN_ELONGATION = 2.0  # a bar's length over its thickness is > 3; a knob's head is round (about 1)
+# Views kept with their cameras' centres for denoising along the rays (perception.depth_denoise): the last
+# 20 steps, when the arm reaches its pregrasp, are views from within a few centimetres of where it stands.
+RECENT_STEPS = 20
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ class HandleAccumulator:
     """
 
     def __init__(self, min_points: int = MIN_POINTS, min_steps: int = MIN_STEPS, voxel_m: float = 0.003,
-                 max_steps: int | None = None):
+                 max_steps: int | None = None, recent_steps: int = RECENT_STEPS):
         """
         Args:
             min_points: merged (deduplicated) points that make the handle ready (Let's Handle It: 50).
@@ -190,6 +193,8 @@ class HandleAccumulator:
             voxel_m: deduplication voxel (m); 3 mm is below the cameras' point spacing at 1-2 m (4-8 mm),
                 so distinct points of one view stay distinct.
             max_steps: keep only the points of the last this many steps (None: all since the last reset).
+            recent_steps: the raw points of the last this many steps that came with their cameras' centres
+                (``origins_W``) are kept as they were seen, for :meth:`recent_views`.
         """
         if min_points < 1 or min_steps < 1:
             raise ValueError(f"min_points and min_steps must be >= 1, got {min_points} and {min_steps}")
@@ -199,6 +204,7 @@ class HandleAccumulator:
         self.min_steps = int(min_steps)
         self.voxel_m = float(voxel_m)
         self.max_steps = max_steps
+        self.recent_steps = int(recent_steps)
         self.reset()
 
     def reset(self) -> None:
@@ -208,16 +214,22 @@ class HandleAccumulator:
         self._n_steps = 0
         self._in_part_frame: bool | None = None
         self._X_WP: np.ndarray | None = None
+        self._recent: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=self.recent_steps)
 
-    def add(self, points_W, X_WP=None) -> None:
+    def add(self, points_W, X_WP=None, origins_W=None) -> None:
         """Add one step's handle points.
 
         Args:
             points_W: ``[N, 3]`` handle points in the world, m (N may be 0: the step still counts).
             X_WP: optional 4x4 pose of the part (drawer/door) frame P in the world at this step. Give it
                 with every call or with none.
+            origins_W: optional ``[N, 3]`` (or ``[3]``) centre of the camera that saw each point, world (m):
+                the step's points are then also kept as seen, for :meth:`recent_views` (not with ``X_WP``).
         """
         p_W = as_points(points_W, "points_W")
+        if origins_W is not None and X_WP is None and len(p_W):
+            o = np.broadcast_to(np.asarray(origins_W, dtype=np.float64), p_W.shape).copy()
+            self._recent.append((p_W.copy(), o))
         if self._in_part_frame is None:
             self._in_part_frame = X_WP is not None
         elif self._in_part_frame != (X_WP is not None):
@@ -232,6 +244,13 @@ class HandleAccumulator:
             self._frames.append(frame)
             self._total = _VoxelSums.merge(list(self._frames))
         self._n_steps += 1
+
+    def recent_views(self) -> tuple[np.ndarray, np.ndarray]:
+        """The raw points of the last ``recent_steps`` steps added with ``origins_W``, ``[M, 3]``, and the
+        camera centre each was seen from, ``[M, 3]`` (world, m); empty arrays when there are none."""
+        if not self._recent:
+            return np.zeros((0, 3)), np.zeros((0, 3))
+        return (np.concatenate([p for p, _ in self._recent]), np.concatenate([o for _, o in self._recent]))
 
     @property
     def n_steps(self) -> int:

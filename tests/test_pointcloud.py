@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import sapien
 
+from handleit.harness.sim_robot import SimRobot
 from tests.helpers import make_env, zero_action
 
 ON_SURFACE_M = 0.004  # precision: rendered positions are truncated to whole mm; boxes bound cylinders loosely
@@ -163,3 +164,26 @@ def test_depth_images_reproject_onto_the_point_cloud():
     assert np.median(error) < 0.01
     assert np.array_equal(np.concatenate(handles), cloud["target_handle"])
     assert np.array_equal(np.concatenate([c["rgb"].reshape(-1, 3) for c in obs["cameras"].values()]), cloud["rgb"])
+
+
+def test_sensor_origins_are_the_cameras_centres_in_the_clouds_frame():
+    """Each point knows its camera (PCL's sensor_origin_): origins in the cloud's frame, one index per point,
+    and every point of a camera lies along a ray from that camera's centre (in front of it, at its depth)."""
+    _, world = _observe_target_up_close("OpenCabinetDrawer", 4, frame="world")
+    env, local = _observe_target_up_close("OpenCabinetDrawer", 4, frame="base")
+    X_WB = env.unwrapped.robot.X_WB.to_transformation_matrix()
+    pc_W, pc_B = world["pointcloud"], local["pointcloud"]
+    n_cameras = len(env.unwrapped.camera_configs)
+    assert pc_W["sensor_origins"].shape == (n_cameras, 3) and pc_W["sensor_index"].shape == (len(pc_W["xyz"]),)
+    assert set(np.unique(pc_W["sensor_index"])) == set(range(n_cameras))
+    moved = pc_B["sensor_origins"] @ X_WB[:3, :3].T + X_WB[:3, 3]
+    np.testing.assert_allclose(moved, pc_W["sensor_origins"], atol=2e-5)
+    for i, cfg in enumerate(env.unwrapped.camera_configs):  # mounted on the base at p_MC
+        np.testing.assert_allclose(pc_B["sensor_origins"][i], cfg.p_MC, atol=1e-5)
+    # The Observation the trees get carries them, filtered like the points.
+    obs = SimRobot(env).reset(seed=4)
+    origins = obs.point_origins()
+    assert origins.shape == obs.points.shape and len(obs.sensor_index) == len(obs.points)
+    np.testing.assert_allclose(np.unique(origins, axis=0), np.unique(obs.sensor_origins, axis=0))
+    handle = obs.masks["target_handle"]
+    assert obs.point_origins(handle).shape == (int(handle.sum()), 3)
