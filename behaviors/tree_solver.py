@@ -13,6 +13,7 @@ import py_trees
 from handleit.control.pid import PART_GAINS, PIDGains, make_robot_pid
 from handleit.perception.grasp_predictors import get_grasp_predictor
 from handleit.perception.handle_points import HandleAccumulator
+from handleit.perception.robot_self_filter import RobotSelfFilter
 from handleit.perception.segmenters import SIMULATOR, TARGET_MASKS, get_segmenter
 from handleit.types import Command, Observation, RobotModel
 
@@ -34,6 +35,13 @@ def arm_motion_planner(model: RobotModel, side: str):
     key = ("mplib", str(model.urdf_path), model.joint_names, side)
     if key not in _IK_CACHE:
         _IK_CACHE[key] = ArmMotionPlanner.from_robot_model(model, side)
+    return _IK_CACHE[key]
+
+
+def robot_self_filter(model: RobotModel) -> RobotSelfFilter:
+    key = ("self filter", str(model.urdf_path), model.joint_names)
+    if key not in _IK_CACHE:
+        _IK_CACHE[key] = RobotSelfFilter.from_robot_model(model)
     return _IK_CACHE[key]
 
 
@@ -94,6 +102,7 @@ class TreeSolver:
             grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
             sides=self.sides,
             motion_planner=lambda: arm_motion_planner(self.model, self.side), segmenter=self.segmenter,
+            self_filter=lambda: robot_self_filter(self.model),
             realtime=self.realtime,
         )
         self.segmenter.reset()
