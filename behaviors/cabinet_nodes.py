@@ -21,6 +21,7 @@ import numpy as np
 from py_trees.common import Status
 
 from handleit.perception.depth_denoise import denoise_along_rays, range_noise_m
+from handleit.perception.hand_eye import camera_offset_at_hand
 from handleit.perception.handle_grasps import CLEARANCE_M as GRASP_CLEARANCE_M
 from handleit.perception.handle_grasps import FINGERTIP_CLEARANCE_M, flipped_grasp_pose, pregrasp_pose
 from handleit.perception.handle_points import HandleAccumulator, estimate_handle_frame
@@ -53,6 +54,11 @@ MIN_DENOISE_POINTS = 30  # fewer recent handle points than this: plan on the mer
 DENOISED_VOXEL_M = 0.003  # the denoised views are merged on the accumulator's grid
 REFINE_MIN_SHIFT_M = 0.002  # a refined grasp closer than this to the planned one is not worth a new IK
 REFINE_MAX_TILT_RAD = 0.35  # candidates whose approach differs more from the planned grasp's are not refinements
+# The hand as the camera sees it against the model's hand (perception.hand_eye): the robot's points within this
+# distance of the tool centre, on the links within it. Offsets under HAND_OFFSET_MIN_M are left alone (the
+# simulator's clean cameras read < 0.5 mm; 1 cm and 1 degree of extrinsics error 5-25 mm).
+HAND_RADIUS_M = 0.3
+HAND_OFFSET_MIN_M = 0.003
 # IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
 # raising it is made dear and the arm reaches up and down instead, where it can.
 REACH_WEIGHTS = {"base_height": 40.0}
@@ -286,12 +292,18 @@ def grasp_tolerance_G(handle_points_W: np.ndarray, X_WG: np.ndarray, width_m: fl
 
 
 class RefineGrasp(BackgroundPlanning, Skill):
-    """At the pregrasp, after the cameras have looked at the handle from close by: where they are noisy,
-    re-plan the grasp on the recent views denoised along their rays, take the candidate nearest the planned
-    grasp, and reach it with the arm alone (IK from here). The first plan was made on the first views, 1.5-2 m
-    away, where a depth camera's noise is largest. Keeps the planned grasp (and says why) when the cameras are
-    clean, when the refined grasp moved less than ``REFINE_MIN_SHIFT_M``, or when IK fails. Always SUCCESS.
-    In real time (``tools.realtime``) off the tick thread (behaviors/background.py)."""
+    """At the pregrasp, with the hand beside the handle in the cameras' view, two corrections of the grasp:
+
+    - depth noise: where the cameras are noisy, re-plan on the recent views denoised along their rays and take
+      the candidate nearest the planned grasp (the first plan was made on the first views, 1.5-2 m away, where
+      a depth camera's noise is largest);
+    - the camera's pose: the hand as the camera sees it against the model's hand at the measured joints
+      (perception.hand_eye); the grasp is moved by that offset, since the camera sees the handle next to the
+      hand shifted alike (extrinsics error, and the odometry's drift between the base and the world).
+
+    Then the arm alone reaches it (IK from the planned posture). Keeps the planned grasp (and says why) when
+    the cameras are clean and calibrated, when the grasp moved less than ``REFINE_MIN_SHIFT_M``, or when IK
+    fails. Always SUCCESS. In real time (``tools.realtime``) off the tick thread (behaviors/background.py)."""
 
     def __init__(self, name, tools, hook_knobs: bool = False):
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "grasp", "X_WG_grasp", "q_grasp"),
@@ -303,22 +315,54 @@ class RefineGrasp(BackgroundPlanning, Skill):
         normal = self.bb.front_normal_W
         return {"observation": self.bb.observation, "recent_points_W": recent_points_W,
                 "recent_origins_W": recent_origins_W, "front_normal_W": None if normal is None else np.array(normal),
-                "X_WG": np.array(self.bb.X_WG_grasp), "q_grasp": np.array(self.bb.q_grasp)}
+                "X_WG": np.array(self.bb.X_WG_grasp), "q_grasp": np.array(self.bb.q_grasp), "grasp": self.bb.grasp,
+                "handle_points_W": np.array(self.bb.handle.points)}
 
     def plan(self, snap: dict) -> tuple[str, object]:
         """("keep", why) or ("grasp", (grasp, X_WG, tolerance_G, q_grasp, why)); no blackboard."""
         obs: Observation = snap["observation"]
-        if snap["front_normal_W"] is None or len(snap["recent_points_W"]) < MIN_DENOISE_POINTS:
-            return "keep", "too few recent handle points with their cameras' centres"
+        if snap["front_normal_W"] is None:
+            return "keep", "no front normal"
+        X_planned = snap["X_WG"]
+        grasp, X_WG, notes = snap["grasp"], X_planned, []
         points_W, noise_m = grasp_points_W(np.zeros((0, 3)), snap["recent_points_W"], snap["recent_origins_W"])
-        if not len(points_W):
-            return "keep", f"cameras clean (range noise {noise_m * 1e3:.1f} mm)"
+        if len(points_W):
+            notes.append(f"range noise {noise_m * 1e3:.1f} mm")
+            denoised = self._nearest_grasp(obs, points_W, snap["front_normal_W"], X_planned)
+            if denoised is None:
+                notes.append("no denoised grasp near the planned one")
+            else:
+                grasp, X_WG = denoised
+        offset = self._hand_offset(obs)
+        if offset is not None:
+            notes.append(f"hand seen {np.round(offset.t_W * 1e3).astype(int).tolist()} mm off the model's")
+            if np.linalg.norm(offset.t_W) >= HAND_OFFSET_MIN_M:
+                X_WG = X_WG.copy()
+                X_WG[:3, 3] -= offset.t_W
+        shift = float(np.linalg.norm(X_WG[:3, 3] - X_planned[:3, 3]))
+        noise = "; ".join(notes) or "cameras clean"
+        if shift < REFINE_MIN_SHIFT_M:
+            return "keep", f"{noise}; the grasp moved {shift * 1e3:.1f} mm"
+        if len(points_W) == 0:
+            points_W = snap["handle_points_W"]
+        # From the planned grasp's posture (a few millimetres away), the base where it stands; as PlanGrasp, the
+        # base may move where the arm alone cannot reach.
+        ik = self.tools.ik.solve(snap["q_grasp"], {self.tools.side: X_WG}, fixed_joints=self.tools.model.base_joint_names)
+        if not ik.success:
+            ik = self.tools.ik.solve(snap["q_grasp"], {self.tools.side: X_WG})
+        if not ik.success:
+            return "keep", f"{noise}; IK failed for the grasp {shift * 1e3:.0f} mm away: {ik.message}"
+        tolerance_G = grasp_tolerance_G(points_W, X_WG, grasp.width_m)
+        return "grasp", (grasp, X_WG, tolerance_G, ik.q, f"{noise}; grasp moved {shift * 1e3:.0f} mm")
+
+    def _nearest_grasp(self, obs: Observation, points_W: np.ndarray, front_normal_W: np.ndarray,
+                       X_planned: np.ndarray) -> tuple[Grasp, np.ndarray] | None:
+        """The grasp on ``points_W`` nearest the planned one (turned by at most REFINE_MAX_TILT_RAD), or None."""
         grasps = self.tools.grasp_predictor.predict(obs.points, obs.masks, handle_points_W=points_W,
-                                                    front_normal_W=snap["front_normal_W"], X_WB=obs.X_WB)
-        if self.hook_knobs and grasps and estimate_handle_frame(points_W, snap["front_normal_W"]).shape == "compact":
+                                                    front_normal_W=front_normal_W, X_WB=obs.X_WB)
+        if self.hook_knobs and grasps and estimate_handle_frame(points_W, front_normal_W).shape == "compact":
             link = obs.points[obs.masks["target_link"] & ~obs.masks["target_handle"]]
             grasps = [hooked_knob_grasp(g, link) for g in grasps]
-        X_planned = snap["X_WG"]
         best = None
         for grasp in grasps:
             for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
@@ -329,21 +373,23 @@ class RefineGrasp(BackgroundPlanning, Skill):
                 shift = float(np.linalg.norm(X_WG[:3, 3] - X_planned[:3, 3]))
                 if best is None or shift < best[0]:
                     best = (shift, grasp, X_WG)
-        noise = f"range noise {noise_m * 1e3:.1f} mm"
-        if best is None:
-            return "keep", f"{noise}; no denoised grasp near the planned one"
-        shift, grasp, X_WG = best
-        if shift < REFINE_MIN_SHIFT_M:
-            return "keep", f"{noise}; the denoised grasp is within {shift * 1e3:.1f} mm"
-        # From the planned grasp's posture (a few millimetres away), the base where it stands; as PlanGrasp, the
-        # base may move where the arm alone cannot reach.
-        ik = self.tools.ik.solve(snap["q_grasp"], {self.tools.side: X_WG}, fixed_joints=self.tools.model.base_joint_names)
-        if not ik.success:
-            ik = self.tools.ik.solve(snap["q_grasp"], {self.tools.side: X_WG})
-        if not ik.success:
-            return "keep", f"{noise}; IK failed for the grasp {shift * 1e3:.0f} mm away: {ik.message}"
-        tolerance_G = grasp_tolerance_G(points_W, X_WG, grasp.width_m)
-        return "grasp", (grasp, X_WG, tolerance_G, ik.q, f"{noise}; grasp moved {shift * 1e3:.0f} mm")
+        return None if best is None else (best[1], best[2])
+
+    def _hand_offset(self, obs: Observation):
+        """The camera's offset at the hand (perception.hand_eye), from the camera that sees most of the hand."""
+        if self.tools.self_filter is None or "robot" not in obs.masks:
+            return None
+        p_WT = obs.X_WT[self.tools.side][:3, 3]
+        near = obs.masks["robot"] & (np.linalg.norm(obs.points - p_WT, axis=1) < HAND_RADIUS_M)
+        if obs.sensor_index is not None and near.any():  # one camera's points: each camera has its own error
+            cameras = obs.sensor_index[near]
+            near &= obs.sensor_index == np.bincount(cameras).argmax()
+        self_filter = self.tools.self_filter()
+        X_WL = self_filter.link_poses(obs.qpos, obs.X_WB)
+        links = [name for name, X in X_WL.items() if np.linalg.norm(X[:3, 3] - p_WT) < HAND_RADIUS_M]
+        if not links:
+            return None
+        return camera_offset_at_hand(obs.points[near], self_filter, obs.qpos, obs.X_WB, links)
 
     def apply(self, result: tuple[str, object]) -> Status:
         kind, value = result

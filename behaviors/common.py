@@ -33,6 +33,7 @@ class Tools:
     namespace: str
     segmenter: object = None  # a handleit.perception.segmenters.Segmenter: the masks the nodes read
     motion_planner: object = None  # () -> handleit.planning.motion_planning.ArmMotionPlanner, built on first use
+    self_filter: object = None  # () -> handleit.perception.robot_self_filter.RobotSelfFilter, built on first use
     side: str = "right"  # the arm a single-arm tree uses
     sides: tuple[str, ...] = ()  # every arm the tree drives (default: just ``side``); dual-arm trees use both
     failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)

@@ -1,5 +1,6 @@
-"""The planners the trees use, built once per robot per process: parsing a robot's description into Drake's
-plant (whole-body IK) or into mplib's planner takes seconds, and every episode's tree asks for them again."""
+"""The planners (and the robot self filter) the trees use, built once per robot per process: parsing a robot's
+description into Drake's plant (whole-body IK, the self filter) or into mplib's planner takes seconds, and every
+episode's tree asks for them again."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from handleit.perception.robot_self_filter import RobotSelfFilter
 from handleit.planning.whole_body_ik import WholeBodyIK
 from handleit.types import RobotModel
 
@@ -33,6 +35,11 @@ def _options_key(options: dict[str, Any]) -> tuple:
 def whole_body_ik(model: RobotModel) -> WholeBodyIK:
     """The robot's whole-body IK (a fixed arm, with no base joints: its root is the world)."""
     return _cached(("ik", *_robot_key(model)), lambda: WholeBodyIK.from_robot_model(model))
+
+
+def robot_self_filter(model: RobotModel) -> RobotSelfFilter:
+    """The robot's self filter (its collision shapes at the measured joints: the robot's own points in a cloud)."""
+    return _cached(("self filter", *_robot_key(model)), lambda: RobotSelfFilter.from_robot_model(model))
 
 
 def arm_motion_planner(model: RobotModel, side: str, **options):

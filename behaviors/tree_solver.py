@@ -17,7 +17,7 @@ from handleit.perception.segmenters import SIMULATOR, TARGET_MASKS, get_segmente
 from handleit.types import Command, Observation, RobotModel
 
 from .common import Tools
-from .planners import arm_motion_planner, whole_body_ik
+from .planners import arm_motion_planner, robot_self_filter, whole_body_ik
 from .segment_nodes import with_segmentation
 
 _instances = itertools.count()
@@ -76,6 +76,7 @@ class TreeSolver:
             grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
             sides=self.sides,
             motion_planner=lambda: arm_motion_planner(self.model, self.side), segmenter=self.segmenter,
+            self_filter=lambda: robot_self_filter(self.model),
             realtime=self.realtime,
         )
         self.segmenter.reset()

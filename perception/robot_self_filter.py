@@ -187,6 +187,34 @@ class RobotSelfFilter:
         out[near[hit]] = True
         return out
 
+    def signed_distance(self, points_W: np.ndarray, X_WL: dict[str, np.ndarray],
+                        links: Sequence[str] | None = None) -> np.ndarray:
+        """Signed distance (m) of each point to the nearest collision shape of ``links`` (default: all), at
+        the link poses ``X_WL`` (from :meth:`link_poses`): negative inside a shape.
+
+        For a convex shape it is the largest distance beyond any of its planes: exact inside and in front of a
+        face, an underestimate off its edges and corners (where a point is within ~1.4x of it). Spheres are
+        exact. Used to register observed robot points against the model (perception.hand_eye).
+        """
+        p_W = _check_points(points_W)
+        shapes = [s for s in self.shapes if links is None or s.link in links]
+        if not shapes:
+            raise ValueError(f"no collision shape on the links {list(links or [])}")
+        missing = {s.link for s in shapes} - set(X_WL)
+        if missing:
+            raise ValueError(f"X_WL has no pose for the links {sorted(missing)}")
+        out = np.full(len(p_W), np.inf)
+        for shape in shapes:
+            X = X_WL[shape.link]
+            if shape.kind == "sphere":
+                d = np.linalg.norm(p_W - (X[:3, :3] @ shape.center_L + X[:3, 3]), axis=1) - shape.radius_m
+            else:
+                n_W = shape.planes_L[:, :3] @ X[:3, :3].T
+                d_W = shape.planes_L[:, 3] - n_W @ X[:3, 3]
+                d = (p_W @ n_W.T + d_W).max(axis=1)
+            np.minimum(out, d, out=out)
+        return out
+
     # ------------------------------------------------------------------------------------------------
 
     def _check_qpos(self, qpos) -> np.ndarray:
