@@ -21,7 +21,6 @@ import numpy as np
 from py_trees.common import Status
 
 from handleit.perception.depth_denoise import denoise_along_rays, range_noise_m
-from handleit.perception.hand_eye import camera_offset_at_hand
 from handleit.perception.handle_grasps import CLEARANCE_M as GRASP_CLEARANCE_M
 from handleit.perception.handle_grasps import FINGERTIP_CLEARANCE_M, flipped_grasp_pose, pregrasp_pose
 from handleit.perception.handle_points import HandleAccumulator, estimate_handle_frame
@@ -30,6 +29,7 @@ from handleit.perception.point_cloud import estimate_front_normal, voxel_downsam
 from handleit.types import Grasp, Observation
 
 from .background import BackgroundPlanning
+from .camera_correction import HAND_OFFSET_MIN_M, camera_offset_at_tool
 from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, wrist_roll_starts
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
@@ -54,11 +54,6 @@ MIN_DENOISE_POINTS = 30  # fewer recent handle points than this: plan on the mer
 DENOISED_VOXEL_M = 0.003  # the denoised views are merged on the accumulator's grid
 REFINE_MIN_SHIFT_M = 0.002  # a refined grasp closer than this to the planned one is not worth a new IK
 REFINE_MAX_TILT_RAD = 0.35  # candidates whose approach differs more from the planned grasp's are not refinements
-# The hand as the camera sees it against the model's hand (perception.hand_eye): the robot's points within this
-# distance of the tool centre, on the links within it. Offsets under HAND_OFFSET_MIN_M are left alone (the
-# simulator's clean cameras read < 0.5 mm; 1 cm and 1 degree of extrinsics error 5-25 mm).
-HAND_RADIUS_M = 0.3
-HAND_OFFSET_MIN_M = 0.003
 # IK cost weights (1/m^2, 1/rad^2) for reaching a handle: the torso is the slowest joint (0.5 m/s), so
 # raising it is made dear and the arm reaches up and down instead, where it can.
 REACH_WEIGHTS = {"base_height": 40.0}
@@ -333,7 +328,7 @@ class RefineGrasp(BackgroundPlanning, Skill):
                 notes.append("no denoised grasp near the planned one")
             else:
                 grasp, X_WG = denoised
-        offset = self._hand_offset(obs)
+        offset = camera_offset_at_tool(self.tools, obs, self.tools.side)
         if offset is not None:
             notes.append(f"hand seen {np.round(offset.t_W * 1e3).astype(int).tolist()} mm off the model's")
             if np.linalg.norm(offset.t_W) >= HAND_OFFSET_MIN_M:
@@ -374,32 +369,6 @@ class RefineGrasp(BackgroundPlanning, Skill):
                 if best is None or shift < best[0]:
                     best = (shift, grasp, X_WG)
         return None if best is None else (best[1], best[2])
-
-    def _hand_offset(self, obs: Observation):
-        """The camera's offset at the hand (perception.hand_eye), from the camera that sees most of the hand."""
-        if self.tools.self_filter is None or "robot" not in obs.masks:
-            return None
-        p_WT = obs.X_WT[self.tools.side][:3, 3]
-        near = obs.masks["robot"] & (np.linalg.norm(obs.points - p_WT, axis=1) < HAND_RADIUS_M)
-        if obs.sensor_index is not None and near.any():  # one camera's points: each camera has its own error
-            cameras = obs.sensor_index[near]
-            near &= obs.sensor_index == np.bincount(cameras).argmax()
-        self_filter = self.tools.self_filter()
-        X_WL = self_filter.link_poses(obs.qpos, obs.X_WB)
-        links = [name for name, X in X_WL.items() if np.linalg.norm(X[:3, 3] - p_WT) < HAND_RADIUS_M]
-        if not links:
-            return None
-        return camera_offset_at_hand(obs.points[near], self_filter, obs.qpos, obs.X_WB, links)
-
-    def apply(self, result: tuple[str, object]) -> Status:
-        kind, value = result
-        if kind == "keep":
-            self.feedback_message = f"kept the planned grasp: {value}"
-            return Status.SUCCESS
-        grasp, X_WG, tolerance_G, q_grasp, why = value
-        self.bb.grasp, self.bb.X_WG_grasp, self.bb.grasp_tolerance_G, self.bb.q_grasp = grasp, X_WG, tolerance_G, q_grasp
-        self.feedback_message = f"refined: {why}"
-        return Status.SUCCESS
 
 
 class PlanArmPath(BackgroundPlanning, Skill):

@@ -339,7 +339,7 @@ class MobileManipulationEnv(gym.Env):
                 "valid": spaces.MultiBinary(n),
                 # Where each camera was (as the robot believes, in the cloud's frame) and which one saw each point.
                 "sensor_origins": f32(len(self.camera_configs), 3),
-                "sensor_index": spaces.Box(0, len(self.camera_configs) - 1, shape=(n,), dtype=np.uint8),
+                "sensor_index": spaces.Box(0, 255, shape=(n,), dtype=np.uint8),  # < len(camera_configs)
                 **{name: spaces.MultiBinary(n) for name in self.mask_names},
                 "frame": spaces.Text(max_length=16),
             }
