@@ -370,6 +370,16 @@ class RefineGrasp(BackgroundPlanning, Skill):
                     best = (shift, grasp, X_WG)
         return None if best is None else (best[1], best[2])
 
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "keep":
+            self.feedback_message = f"kept the planned grasp: {value}"
+            return Status.SUCCESS
+        grasp, X_WG, tolerance_G, q_grasp, why = value
+        self.bb.grasp, self.bb.X_WG_grasp, self.bb.grasp_tolerance_G, self.bb.q_grasp = grasp, X_WG, tolerance_G, q_grasp
+        self.feedback_message = f"refined: {why}"
+        return Status.SUCCESS
+
 
 class PlanArmPath(BackgroundPlanning, Skill):
     """Re-plan (after a blocked move): reach the pose under ``pose_key`` with the arm alone from where the base
