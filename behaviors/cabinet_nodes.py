@@ -305,6 +305,11 @@ class RefineGrasp(BackgroundPlanning, Skill):
                          writes=("grasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
         self.hook_knobs = hook_knobs
 
+    def warm_up(self) -> None:
+        """The robot's collision model for the hand's offset, built once per process (TreeSolver.reset)."""
+        if self.tools.self_filter is not None:
+            self.tools.self_filter()
+
     def snapshot(self) -> dict:
         recent_points_W, recent_origins_W = self.bb.handle.recent_views()
         normal = self.bb.front_normal_W

@@ -25,7 +25,7 @@ def _serve_ros(args: argparse.Namespace) -> int:
     transport = Ros1Transport("handleit_sim", anonymous=False)
     server = SimRobotServer(args.task, transport, split=args.split, seed=args.seed, max_steps=args.max_steps,
                             real_time_factor=args.real_time_factor, camera_hz=args.camera_hz,
-                            command_timeout_s=args.command_timeout)
+                            command_timeout_s=args.command_timeout, sensor_perturbation=args.sensor_perturbation)
     print(f"serving {args.task} ({args.split}) on ROS: camera every {server.camera_every} steps "
           f"({1 / (server.camera_every * server.dt_s):.0f} Hz simulated), target real-time factor "
           f"{args.real_time_factor}", flush=True)
@@ -94,6 +94,8 @@ def add_commands(sub) -> None:
     serve.add_argument("--real-time-factor", type=float, default=0.5,
                        help="simulated seconds per wall second (1 = real time)")
     serve.add_argument("--camera-hz", type=float, default=10.0, help="point-cloud rate in simulated time")
+    serve.add_argument("--sensor-perturbation", default="",
+                       help="what the sensors add, as the envs' sensor_perturbation (e.g. depth_noise=0.005)")
     serve.add_argument("--command-timeout", type=float, default=0.1,
                        help="simulated seconds after which a command counts as zero (a cmd_vel timeout)")
     serve.set_defaults(func=_serve_ros)

@@ -332,7 +332,8 @@ class RosRobot:
         return Observation(time_s=joints.stamp_s, points=cloud.points, colors=cloud.colors,
                            masks={k: cloud.masks[k] for k in self.mask_names}, frame=self.contract.world_frame,
                            joint_names=m.joint_names, qpos=qpos, qvel=qvel, X_WB=base.X_WB, X_WT=X_WT,
-                           target_prompt_W=self.target_prompt_W)
+                           target_prompt_W=self.target_prompt_W, sensor_origins=cloud.sensor_origins,
+                           sensor_index=cloud.sensor_index)
 
     def act(self, command: Command) -> None:
         """Publish one command; a bad command (shape, NaN) or a fault publishes zero velocity and raises."""

@@ -42,11 +42,13 @@ class SimRobotServer:
 
     def __init__(self, task: str, transport, *, split: str = "test", seed: int = 0, max_steps: int = 200,
                  real_time_factor: float = 0.5, camera_hz: float = 10.0, command_timeout_s: float = 0.1,
-                 contract: RosContract = RosContract()):
+                 contract: RosContract = RosContract(), sensor_perturbation: str | None = None):
         if not 0 < real_time_factor <= 10 or not 0 < camera_hz <= 100:
             raise ValueError(f"real_time_factor {real_time_factor} must be in (0, 10], "
                              f"camera_hz {camera_hz} in (0, 100]")
-        self.env = handleit.envs.make(task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps)
+        # sensor_perturbation: what the robot's sensors add (the envs' option: depth noise, extrinsics, drift).
+        self.env = handleit.envs.make(task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps,
+                                      sensor_perturbation=sensor_perturbation or None)
         self.robot = SimRobot(self.env)
         self.model = self.robot.model
         self.groups = JointGroups.of(self.model)
@@ -134,7 +136,8 @@ class SimRobotServer:
         self._pub_odom(rm.odometry_to_msg(X_WB, v_W, self.contract.world_frame, m.base_link_name, stamp, t))
         if render:
             obs = self.robot.observe()
-            self._pub_points(rm.cloud_to_msg(obs.points, obs.colors, obs.masks, self.contract.world_frame, stamp, t))
+            self._pub_points(rm.cloud_to_msg(obs.points, obs.colors, obs.masks, self.contract.world_frame, stamp, t,
+                                             viewpoints=obs.point_origins()))
 
     def publish_episode(self, **extra) -> None:
         info = {k: (bool(v) if isinstance(v, (bool, np.bool_)) else float(v))
