@@ -147,12 +147,25 @@ class SimRobotServer:
                    "info": info, **extra}
         self._pub_episode(self.types.String(data=json.dumps(payload)))
 
-    def serve_episode(self, stop: threading.Event | None = None, hold_s: float = 2.0) -> dict:
-        """Reset (seed), then step in real time until the episode ends; returns the last episode payload."""
+    def serve_episode(self, stop: threading.Event | None = None, hold_s: float = 2.0,
+                      wait_for_commands_s: float = 0.0) -> dict:
+        """Reset (seed), then step in real time until the episode ends; returns the last episode payload.
+
+        ``wait_for_commands_s``: hold the episode's clock at its start, sensors published, until the first
+        command arrives (a tree that has started), or this many wall seconds; 0 starts at once."""
         stop = stop or threading.Event()
         self.robot.reset(seed=self.seed)
+        with self._lock:
+            self._commands.clear()
         self.publish_episode(real_time_factor=None)
         self._publish_state(render=True)
+        deadline = time.monotonic() + wait_for_commands_s
+        while time.monotonic() < deadline and not stop.is_set():
+            with self._lock:
+                if self._commands:
+                    break
+            time.sleep(0.05)
+            self._publish_state(render=True)  # the same instant again: the clock does not move
         wall0 = time.monotonic()
         steps0 = self.robot.steps
 
