@@ -47,6 +47,7 @@ def _run_ros(args: argparse.Namespace) -> int:
     """Run a task's behavior tree against whatever robot is on the contract's topics, in real time."""
     env = handleit.envs.make(args.task, obs_mode="pointcloud")
     model = robot_model_of(env)  # the same description files and joint groups as the simulator's
+    task_masks = tuple(env.unwrapped.mask_names)  # what the task's tree reads with the simulator's masks
     env.close()
     prompt = None
     if args.prompt:
@@ -58,7 +59,7 @@ def _run_ros(args: argparse.Namespace) -> int:
         prompt = np.reshape(values, (3,) if len(values) == 3 else (2, 3))
     transport = Ros1Transport("handleit_tree")
     # A segmenter other than "simulator" makes the masks itself: the cloud need not carry mask fields.
-    mask_fields = {"mask_names": ()} if args.segmenter != "simulator" else {}
+    mask_fields = {"mask_names": () if args.segmenter != "simulator" else task_masks}
     robot = RosRobot(model, transport, target_prompt_W=prompt, **mask_fields)
     solver = make_solver(args.solver, args.task, model, segmenter=args.segmenter)
     if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)

@@ -20,6 +20,8 @@ The contract (README, "Deploying on a robot (ROS)"):
   positions in m or rad, velocities optional; unknown, missing or repeated names are errors.
 - ``nav_msgs/Odometry``: the base pose in the world frame (``header.frame_id``), ``child_frame_id`` the base
   link; its twist in the base frame (REP 105).
+- ``geometry_msgs/PointStamped``: the task's goal position in the world frame, where a task has one (where
+  a pick task puts its object): an operator's instruction, latched.
 - ``geometry_msgs/Twist``: the base velocity command in the base frame (m/s, rad/s).
 - ``std_msgs/Float64MultiArray``: a joint group's velocity command (rad/s or m/s) in a fixed joint order:
   what ros_control's ``velocity_controllers/JointGroupVelocityController`` subscribes to on
@@ -70,19 +72,20 @@ class MessageTypes:
     String: type
     stamp: Callable[[float], Any]  # seconds -> the middleware's time object
     Clock: type | None = None  # rosgraph_msgs/Clock: a simulator's time (ROS 2: the same name)
+    PointStamped: type | None = None  # geometry_msgs/PointStamped: the task's goal position
 
 
 def ros1_message_types() -> MessageTypes:
     """Debian's ROS 1 message classes (``handleit.harness.ros_env`` makes them importable)."""
     rospy = import_rospy()  # the messages are importable once Debian's ROS is on sys.path
-    from geometry_msgs.msg import Twist  # noqa: PLC0415  lazy: ROS 1 (optional, Debian's packages)
+    from geometry_msgs.msg import PointStamped, Twist  # noqa: PLC0415  lazy: ROS 1 (optional, Debian's packages)
     from nav_msgs.msg import Odometry  # noqa: PLC0415  lazy: ROS 1
     from rosgraph_msgs.msg import Clock  # noqa: PLC0415  lazy: ROS 1
     from sensor_msgs.msg import JointState, PointCloud2, PointField  # noqa: PLC0415  lazy: ROS 1
     from std_msgs.msg import Float64MultiArray, String  # noqa: PLC0415  lazy: ROS 1
 
     return MessageTypes(PointCloud2, PointField, JointState, Odometry, Twist, Float64MultiArray, String,
-                        stamp=lambda t: rospy.Time.from_sec(float(t)), Clock=Clock)
+                        stamp=lambda t: rospy.Time.from_sec(float(t)), Clock=Clock, PointStamped=PointStamped)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -209,7 +212,8 @@ def cloud_from_msg(msg, frame_id: str | None = None, mask_names: tuple[str, ...]
 
     Args:
         frame_id: the frame the contract expects (None: any).
-        mask_names: UINT8 fields that must be present; other UINT8 fields named in MASK_NAMES are read too.
+        mask_names: UINT8 mask fields that must be present (e.g. a pick task's ``target``); the fields named in
+            MASK_NAMES are read too where present.
     Raises:
         RosMessageError: a missing x/y/z/rgb or mask field, a wrong datatype or count, fields that overlap or
         run past point_step, a row_step or data length that does not match, or no finite point.
@@ -237,7 +241,8 @@ def cloud_from_msg(msg, frame_id: str | None = None, mask_names: tuple[str, ...]
         raise RosMessageError(f"PointCloud2 has the viewpoint field(s) {present_vp} but not all of "
                               f"{list(VIEWPOINT_FIELDS)}")
     formats, offsets, used = [], [], []
-    for name in ["x", "y", "z", rgb_name] + present_vp + [m for m in MASK_NAMES if m in fields]:
+    mask_fields = list(dict.fromkeys([*mask_names, *(m for m in MASK_NAMES if m in fields)]))
+    for name in ["x", "y", "z", rgb_name] + present_vp + mask_fields:
         f = fields[name]
         allowed = ((FLOAT32, FLOAT64) if name in ("x", "y", "z", *VIEWPOINT_FIELDS)
                    else (FLOAT32, UINT32) if name == rgb_name else (UINT8,))
@@ -271,7 +276,7 @@ def cloud_from_msg(msg, frame_id: str | None = None, mask_names: tuple[str, ...]
         raise RosMessageError(f"PointCloud2 has no finite point (all {n} are NaN or inf)")
     # The bits as uint32 (a float rgb is 0x00RRGGBB reinterpreted: a denormal, never converted as a number).
     packed = cloud[rgb_name].view(np.dtype(np.uint32).newbyteorder(order)).astype(np.uint32)
-    masks = {m: cloud[m][finite] != 0 for m in MASK_NAMES if m in fields}
+    masks = {m: cloud[m][finite] != 0 for m in mask_fields}
     origins = index = None
     if present_vp:
         viewpoints = np.stack([cloud[f][finite] for f in VIEWPOINT_FIELDS], axis=1).astype(np.float64)
@@ -298,6 +303,27 @@ def distinct_rows(rows: np.ndarray, few: int = 16) -> tuple[np.ndarray, np.ndarr
         distinct.append(row)
     unique, inverse = np.unique(rows, axis=0, return_inverse=True)
     return unique, inverse.reshape(-1).astype(np.int32)
+
+
+def goal_to_msg(p_W: np.ndarray, frame_id: str, stamp_s: float, types: MessageTypes):
+    """A PointStamped of the task's goal position (m, ``frame_id``)."""
+    p = np.asarray(p_W, dtype=float)
+    if p.shape != (3,) or not np.isfinite(p).all():
+        raise ValueError(f"goal must be 3 finite numbers (m), got {p_W!r}")
+    msg = types.PointStamped()
+    msg.header.stamp = types.stamp(stamp_s)
+    msg.header.frame_id = frame_id
+    msg.point.x, msg.point.y, msg.point.z = (float(v) for v in p)
+    return msg
+
+
+def goal_from_msg(msg, frame_id: str) -> np.ndarray:
+    """The goal position [3] (m) of a PointStamped in ``frame_id``; RosMessageError on another frame or NaN."""
+    check_frame(msg.header, frame_id, "goal PointStamped")
+    p = np.array([msg.point.x, msg.point.y, msg.point.z], dtype=float)
+    if not np.isfinite(p).all():
+        raise RosMessageError(f"goal PointStamped has a NaN or inf coordinate: {p.tolist()}")
+    return p
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ class SimRobotServer:
         self._pub_odom = transport.publisher(c.odom, t.Odometry)
         self._pub_clock = transport.publisher(c.clock, t.Clock)
         self._pub_episode = transport.publisher(c.episode, t.String, latch=True)
+        self._pub_goal = transport.publisher(c.goal, t.PointStamped, latch=True) if t.PointStamped else None
         transport.set_param("/use_sim_time", True)
         self._lock = threading.Lock()
         self._commands: dict[str, tuple[float, object]] = {}  # topic key -> (sim time received, value)
@@ -157,6 +158,9 @@ class SimRobotServer:
         self.robot.reset(seed=self.seed)
         with self._lock:
             self._commands.clear()
+        goal_W = self.robot.observe().goal_W
+        if goal_W is not None and self._pub_goal is not None:  # the task's instruction, as an operator gives it
+            self._pub_goal(rm.goal_to_msg(goal_W, self.contract.world_frame, self.sim_time_s, self.types))
         self.publish_episode(real_time_factor=None)
         self._publish_state(render=True)
         deadline = time.monotonic() + wait_for_commands_s

@@ -247,3 +247,27 @@ def test_commands_round_trip(types):
         rm.twist_from_msg(twist)
     with pytest.raises(ValueError):
         rm.twist_to_msg([np.nan, 0, 0], types)
+
+
+def test_a_pick_tasks_target_mask_is_read_when_asked_for(types):
+    """Pick tasks mark their object ``target`` (not ``target_handle``): run-ros asks for the task's masks."""
+    rng = np.random.default_rng(2)
+    points = rng.normal(size=(50, 3)).astype(np.float32)
+    masks = {"target": rng.random(50) < 0.5, "robot": rng.random(50) < 0.2}
+    msg = wire(rm.cloud_to_msg(points, np.zeros((50, 3), np.uint8), masks, "world", 1.0, types))
+    cloud = rm.cloud_from_msg(msg, "world", ("target", "robot"))
+    np.testing.assert_array_equal(cloud.masks["target"], masks["target"])
+    with pytest.raises(rm.RosMessageError, match="target_handle"):
+        rm.cloud_from_msg(msg, "world", ("target_handle",))
+
+
+def test_goal_round_trip_and_bad_goals(types):
+    msg = wire(rm.goal_to_msg(np.array([0.1, -0.2, 0.3]), "world", 2.0, types))
+    np.testing.assert_allclose(rm.goal_from_msg(msg, "world"), [0.1, -0.2, 0.3])
+    with pytest.raises(rm.RosMessageError, match="frame"):
+        rm.goal_from_msg(msg, "odom")
+    msg.point.x = float("nan")
+    with pytest.raises(rm.RosMessageError, match="NaN"):
+        rm.goal_from_msg(msg, "world")
+    with pytest.raises(ValueError, match="3 finite numbers"):
+        rm.goal_to_msg(np.array([np.nan, 0, 0]), "world", 1.0, types)
