@@ -19,6 +19,7 @@ from py_trees.common import Status
 from handleit.perception.hand_eye import HandOffset, camera_offset_at_hand
 from handleit.types import Observation
 
+from .background import BackgroundPlanning
 from .bimanual_nodes import reached_goals
 from .common import Skill, Tools
 
@@ -51,11 +52,12 @@ def camera_offset_at_tool(tools: Tools, obs: Observation, side: str,
     return camera_offset_at_hand(obs.points[near], self_filter, obs.qpos, obs.X_WB, links)
 
 
-class CorrectHoldForCameras(Skill):
+class CorrectHoldForCameras(BackgroundPlanning, Skill):
     """Above (or beside) the object, the hands in view: each hand's goal under ``pose_key`` (side -> X_WG, or
     one X_WG for the tree's arm) moved by the offset at which its camera sees that hand, and the configuration
     under ``target_key`` solved again (IK from the planned one). Keeps the plan (and says why) when every
-    offset is under ``HAND_OFFSET_MIN_M``, when no hand is in view, or when IK fails. Always SUCCESS.
+    offset is under ``HAND_OFFSET_MIN_M``, when no hand is in view, or when IK fails. Always SUCCESS. In real
+    time (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py).
 
     ``ik_goal(obs, X_WG)``: the goal as the tree's IK takes it (the pick trees' IK works in the arm's base
     frame); default the world pose."""
@@ -68,9 +70,21 @@ class CorrectHoldForCameras(Skill):
         self.weights, self.tilt_rad, self.radius_m = weights, tilt_rad, radius_m
         self.ik_goal = ik_goal
 
-    def update(self):
-        obs: Observation = self.bb.observation
+    def warm_up(self) -> None:
+        """The robot's collision model, built once per process before the first tick (TreeSolver.reset)."""
+        if self.tools.self_filter is not None:
+            self.tools.self_filter()
+
+    def snapshot(self) -> dict:
         planned = self.bb.get(self.pose_key)
+        return {"observation": self.bb.observation, "q": np.array(self.bb.get(self.target_key)),
+                "planned": ({s: np.array(X) for s, X in planned.items()} if isinstance(planned, dict)
+                            else np.array(planned))}
+
+    def plan(self, snap: dict) -> tuple[str, object]:
+        """("keep", why) or ("moved", (q, poses, why)); no blackboard."""
+        obs: Observation = snap["observation"]
+        planned = snap["planned"]
         one_arm = not isinstance(planned, dict)
         goals: dict[str, np.ndarray] = {self.tools.side: planned} if one_arm else planned
         offsets = {side: camera_offset_at_tool(self.tools, obs, side, self.radius_m) for side in goals}
@@ -78,21 +92,27 @@ class CorrectHoldForCameras(Skill):
         described = ", ".join(f"{s} {np.round(t * 1e3).astype(int).tolist()} mm" for s, t in seen.items())
         moved = {s: t for s, t in seen.items() if np.linalg.norm(t) >= HAND_OFFSET_MIN_M}
         if not moved:
-            self.feedback_message = f"kept the plan: hands seen at {described or 'no hand in view'}"
-            return Status.SUCCESS
+            return "keep", f"hands seen at {described or 'no hand in view'}"
         shifted = {}
         for side, X in goals.items():
             shifted[side] = np.array(X)
             if side in moved:
                 shifted[side][:3, 3] -= moved[side]
         ik_goals = shifted if self.ik_goal is None else {s: self.ik_goal(obs, X) for s, X in shifted.items()}
-        ik = self.tools.ik.solve(self.bb.get(self.target_key), ik_goals, weights=self.weights,
-                                 closing_axis_tilt_rad=self.tilt_rad)
+        ik = self.tools.ik.solve(snap["q"], ik_goals, weights=self.weights, closing_axis_tilt_rad=self.tilt_rad)
         if not ik.success:
-            self.feedback_message = f"kept the plan: IK failed for hands seen at {described}: {ik.message}"
-            return Status.SUCCESS
-        self.bb.set(self.target_key, ik.q)
+            return "keep", f"IK failed for hands seen at {described}: {ik.message}"
         reached = shifted if self.tilt_rad == 0.0 else reached_goals(self.tools, ik.q, shifted)
-        self.bb.set(self.pose_key, reached[self.tools.side] if one_arm else reached)
-        self.feedback_message = f"moved the hold by the hands' offsets: {described}"
+        return "moved", (ik.q, reached[self.tools.side] if one_arm else reached,
+                         f"moved the hold by the hands' offsets: {described}")
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "keep":
+            self.feedback_message = f"kept the plan: {value}"
+            return Status.SUCCESS
+        q, poses, why = value
+        self.bb.set(self.target_key, q)
+        self.bb.set(self.pose_key, poses)
+        self.feedback_message = why
         return Status.SUCCESS
