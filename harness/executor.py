@@ -33,6 +33,7 @@ import multiprocessing as mp
 import os
 import queue
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -58,9 +59,9 @@ class _Ledger:
     """The driver's account of the jobs: to do, attempts per job, reported keys (each reported once)."""
 
     def __init__(self, jobs: list, key: Callable[[Any], Hashable], on_result: Callable[[Any, Any], None],
-                 lost: Callable[[Any, str], Any], max_retries: int):
+                 lost: Callable[[Any, str], Any], max_retries: int, log: Callable[[str], None]):
         self.todo = deque(jobs)  # popleft: the caller's order
-        self.key, self.on_result, self.lost, self.max_retries = key, on_result, lost, max_retries
+        self.key, self.on_result, self.lost, self.max_retries, self.log = key, on_result, lost, max_retries, log
         self.attempts: dict[Hashable, int] = {}
         self.reported: set[Hashable] = set()
 
@@ -83,6 +84,7 @@ class _Ledger:
         if k in self.reported:
             return
         if self.attempts.get(k, 0) <= self.max_retries:
+            self.log(f"job {k}: {reason}; running it again")
             self.todo.appendleft(job)
             return
         tries = self.attempts.get(k, 0)
@@ -116,7 +118,12 @@ class Backend:
         if lost is None:
             def lost(job, reason):
                 raise ExecutorError(f"job {key(job)!r} was lost: {reason}")
-        self._run(_Run(work, _Ledger(jobs, key, on_result, lost, max_retries), job_timeout_s))
+        self._run(_Run(work, _Ledger(jobs, key, on_result, lost, max_retries, self.log), job_timeout_s))
+
+    @staticmethod
+    def log(text: str) -> None:
+        """Where the executor says what it does about lost workers (standard error)."""
+        print(f"[executor] {text}", file=sys.stderr, flush=True)
 
     def _run(self, run: _Run) -> None:
         raise NotImplementedError
@@ -334,9 +341,11 @@ class RayCluster(Backend):
                                                         max_task_retries=0)
         work_ref = ray.put(run.work)  # one copy in the object store for every actor
         actors = [actor_class.remote(work_ref) for _ in range(min(self.workers, len(ledger.todo)))]
-        idle = list(actors)
+        # An actor gets jobs once it has answered ready(): one that cannot be placed (no free CPU) or is
+        # restarting holds none.
+        idle: list = []
         in_flight: dict[Any, tuple[Any, Any, float]] = {}  # ref -> (actor, job, submitted)
-        probes: dict[Any, Any] = {}  # ref of actor.ready() -> actor
+        probes: dict[Any, Any] = {actor.ready.remote(): actor for actor in actors}  # ref of ready() -> actor
         down: dict[Any, float] = {}  # lost actor -> when it was last asked
         hung: set = set()  # refs whose actor was killed for the time limit
         last_answer = time.monotonic()
@@ -424,3 +433,30 @@ def close_backend(backend: Backend) -> None:
     close = getattr(backend, "close", None)
     if close is not None:
         close()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command-line options, shared by eval, compare, demos and grasp-data
+# ----------------------------------------------------------------------------------------------------
+def add_executor_arguments(parser, default_workers: int = 1) -> None:
+    """``--workers``, ``--ray ADDRESS`` and ``--cpus-per-worker`` on a subcommand's parser."""
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"worker processes (default {default_workers}); with --ray, actors (default: as many "
+                             "as the cluster's CPUs hold)")
+    parser.add_argument("--ray", metavar="ADDRESS", default=None,
+                        help="run the episodes on a Ray cluster: 'auto' (the cluster this machine belongs to, or "
+                             "RAY_ADDRESS) or the head's HOST:PORT; records are written here, by this process")
+    parser.add_argument("--cpus-per-worker", type=float, default=DEFAULT_CPUS_PER_WORKER,
+                        help="with --ray: the CPUs each actor holds (its env's budget)")
+    parser.set_defaults(default_workers=default_workers)
+
+
+def backend_of_args(args, in_process_when_one: bool = False) -> Backend:
+    """The back end ``add_executor_arguments``'s options ask for (:class:`ExecutorError` for bad ones)."""
+    try:
+        if args.ray:
+            return make_backend(args.workers, args.ray, args.cpus_per_worker)
+        workers = args.default_workers if args.workers is None else args.workers
+        return make_backend(workers, None, in_process_when_one=in_process_when_one)
+    except ValueError as error:
+        raise ExecutorError(f"--workers/--cpus-per-worker: {error}") from None
