@@ -339,8 +339,9 @@ class RayCluster(Backend):
 
         actor_class = ray.remote(_EpisodeActor).options(num_cpus=self.cpus_per_worker, max_restarts=-1,
                                                         max_task_retries=0)
-        work_ref = ray.put(run.work)  # one copy in the object store for every actor
-        actors = [actor_class.remote(work_ref) for _ in range(min(self.workers, len(ledger.todo)))]
+        # The work goes with each actor's creation (small: options, no env), so that a restart never depends
+        # on an object in the store.
+        actors = [actor_class.remote(run.work) for _ in range(min(self.workers, len(ledger.todo)))]
         # An actor gets jobs once it has answered ready(): one that cannot be placed (no free CPU) or is
         # restarting holds none.
         idle: list = []
