@@ -335,7 +335,8 @@ class RayCluster(Backend):
 
     def _run(self, run: _Run) -> None:
         ray, ledger, timeout_s = self.ray, run.ledger, run.job_timeout_s
-        from ray.exceptions import RayActorError, RayError, RayTaskError  # lazy: ray
+        RayActorError, RayError, RayTaskError = (ray.exceptions.RayActorError, ray.exceptions.RayError,
+                                                  ray.exceptions.RayTaskError)
 
         actor_class = ray.remote(_EpisodeActor).options(num_cpus=self.cpus_per_worker, max_restarts=-1,
                                                         max_task_retries=0)
