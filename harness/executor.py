@@ -359,15 +359,17 @@ class RayCluster(Backend):
                     in_flight[actor.run.remote(job)] = (actor, job, time.monotonic())
                 refs = list(in_flight) + list(probes)
                 ready = ray.wait(refs, num_returns=1, timeout=1.0)[0] if refs else []
+                if ready and len(refs) > 1:  # and every other one finished meanwhile: one pass for all
+                    ready = ray.wait(refs, num_returns=len(refs), timeout=0)[0]
                 if not refs:
                     time.sleep(0.2)
                 for ref in ready:
-                    last_answer = time.monotonic()
                     if ref in probes:
                         actor = probes.pop(ref)
                         try:
                             ray.get(ref)
                             idle.append(actor)
+                            last_answer = time.monotonic()
                         except RayError:  # still restarting (or its node has no free CPU yet)
                             down[actor] = time.monotonic()
                         continue
@@ -376,6 +378,7 @@ class RayCluster(Backend):
                         result = ray.get(ref)
                     except RayTaskError as error:  # the work raised: the actor is fine, the job is lost
                         idle.append(actor)
+                        last_answer = time.monotonic()
                         ledger.fail(job, f"worker raised: {error}")
                         continue
                     except RayActorError as error:
@@ -390,6 +393,7 @@ class RayCluster(Backend):
                         ledger.fail(job, f"result lost ({type(error).__name__}: {_first_line(error)})")
                         continue
                     idle.append(actor)
+                    last_answer = time.monotonic()
                     ledger.finish(job, result)
                 now = time.monotonic()
                 for actor, asked in list(down.items()):
@@ -401,7 +405,7 @@ class RayCluster(Backend):
                         if ref not in hung and now - started > timeout_s:
                             hung.add(ref)
                             ray.kill(actor, no_restart=False)  # its ref fails; Ray restarts the actor
-                if ledger.todo and not in_flight and now - last_answer > RAY_NO_WORKER_TIMEOUT_S:
+                if ledger.todo and not in_flight and not idle and now - last_answer > RAY_NO_WORKER_TIMEOUT_S:
                     raise ExecutorError(f"no Ray worker has answered for {RAY_NO_WORKER_TIMEOUT_S:.0f} s and "
                                         f"{len(ledger.todo)} jobs are left; what finished is recorded (--resume)")
         finally:
