@@ -95,7 +95,7 @@ class LoopbackCluster:
             raise
         return self
 
-    def _alive_node_ips(self) -> list[str]:
+    def alive_node_ips(self) -> list[str]:
         out = subprocess.run([sys.executable, "-c", _LIST_NODES, self.address], capture_output=True, text=True,
                              timeout=60, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
         return out.stdout.split() if out.returncode == 0 else []
@@ -106,7 +106,7 @@ class LoopbackCluster:
             dead = [p for p in self.procs if p.poll() is not None]
             if dead:
                 raise RuntimeError(f"a Ray node exited while starting (see {self.root}/node*.log):\n" + self.log_tail())
-            if _free(self.gcs_port) is False and len(self._alive_node_ips()) >= n:
+            if _free(self.gcs_port) is False and len(self.alive_node_ips()) >= n:
                 return
             time.sleep(1.0)
         raise RuntimeError(f"{n} Ray node(s) did not come up in {self.start_timeout_s:.0f} s:\n" + self.log_tail())
