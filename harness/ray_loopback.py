@@ -4,8 +4,8 @@ Ray rewrites ``127.0.0.1`` and ``localhost`` to the machine's network address (s
 every node here gets an address of its own in 127.0.0.0/8 other than 127.0.0.1 (the head 127.0.0.2, the next
 127.0.0.3, ...), and every port Ray would otherwise pick by default (the GCS, the client server, the agents',
 the workers') is chosen free, so that two clusters on one machine do not clash. Each node is a ``ray start
---block`` process in a session (process group) of its own, with its own ``--temp-dir``: :meth:`kill_node`
-kills one node and everything it started (a lost machine), :meth:`stop` every node, even when a test failed.
+--block`` process in a session of its own, with its own ``--temp-dir``: :meth:`kill_node` kills one node and
+everything it started (a lost machine), :meth:`stop` every node, even when a test failed.
 Not ``ray stop``: that stops every Ray node of the machine, other people's too.
 """
 
@@ -117,44 +117,55 @@ class LoopbackCluster:
             out.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
         return "\n".join(out)
 
-    def pids(self) -> list[int]:
-        """Every process of every node still running (by process group)."""
-        groups = {p.pid for p in self.procs}
+    def node_titles(self, i: int) -> list[str]:
+        """The command lines of node ``i``'s processes (Ray titles a worker ``ray::Class.method`` while it runs
+        a task)."""
+        titles = []
+        for pid in self.pids(nodes=[i]):
+            try:
+                titles.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                continue
+        return titles
+
+    def pids(self, nodes: list[int] | None = None) -> list[int]:
+        """Every process of every node (or of ``nodes``) still running: the node's session (its raylet puts the
+        workers in process groups of their own, in the same session)."""
+        sessions = {p.pid for k, p in enumerate(self.procs) if nodes is None or k in nodes}
         found = []
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 fields = stat.read_text().rsplit(")", 1)[1].split()
-                state, pgid = fields[0], int(fields[2])
+                state, session = fields[0], int(fields[3])
             except (OSError, ValueError, IndexError):
                 continue
-            if pgid in groups and state != "Z":  # a zombie is gone, only not yet reaped
+            if session in sessions and state != "Z":  # a zombie is gone, only not yet reaped
                 found.append(int(stat.parent.name))
         return found
 
-    def kill_node(self, i: int) -> None:
-        """Kill node ``i`` and everything it started, at once (SIGKILL to its process group): a lost machine."""
-        proc = self.procs[i]
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        """Stop every node (SIGTERM to each process group, SIGKILL what is left after 10 s); remove temp files."""
-        for proc in self.procs:
+    def _signal(self, nodes: list[int], sig: int) -> None:
+        for pid in self.pids(nodes):
             try:
-                os.killpg(proc.pid, signal.SIGTERM)
+                os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+
+    def kill_node(self, i: int) -> None:
+        """Kill node ``i`` and everything it started, at once (SIGKILL to every process of its session): a lost
+        machine."""
+        self._signal([i], signal.SIGKILL)
+        self.procs[i].wait(timeout=30)
+
+    def stop(self) -> None:
+        """Stop every node (SIGTERM to each process of their sessions, SIGKILL what is left after 10 s); remove
+        the temporary files."""
+        every = list(range(len(self.procs)))
+        self._signal(every, signal.SIGTERM)
         deadline = time.monotonic() + 10.0
         while self.pids() and time.monotonic() < deadline:
             time.sleep(0.2)
+        self._signal(every, signal.SIGKILL)
         for proc in self.procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

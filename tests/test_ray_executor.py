@@ -1,13 +1,13 @@
 """The episode executor on a real Ray cluster: two nodes on this machine, on loopback, started and stopped here.
 
 The cluster (``handleit.harness.ray_loopback.LoopbackCluster``): a head on 127.0.0.2 and a second node on
-127.0.0.3, one CPU each, free ports, each node in a process group of its own; the fixture stops every node
-when the module ends, whatever happened. The evaluation runs through the command line (``handleit eval --ray
-127.0.0.2:PORT``), as a user runs it: the second node is killed mid-run (SIGKILL to its process group: a lost
-machine), then the driver itself, and ``--resume`` finishes the run. The records must hold every episode
-exactly once, with the success and steps that the local back end gives on the same seeds.
+127.0.0.3, one CPU each, free ports, each node in a session of its own; the fixture stops every node when the
+module ends, whatever happened. The evaluation runs through the command line (``handleit eval --ray
+127.0.0.2:PORT``), as a user runs it: the second node is killed while it runs an episode (SIGKILL to every
+process of its session: a lost machine), then the driver itself, and ``--resume`` finishes the run. The records
+must hold every episode exactly once, with the success and steps that the local back end gives on the same seeds.
 
-Default run: 10 short PickCube episodes (about 1.5 minutes with the cluster's start). ``-m slow``: a longer
+Default run: 10 short PickCube episodes (about 2.5 minutes with the cluster's start and the local run). ``-m slow``: a longer
 run, and a crashing and a hanging solver on the cluster.
 """
 
@@ -103,6 +103,8 @@ def test_an_evaluation_survives_a_lost_node_and_a_killed_driver(cluster, tmp_pat
         _wait(lambda: _lines(records) >= 1, 300, "the first record", first)
         assert "on 2 Ray actors (1 CPU each) on 2 nodes" in _driver_log(out)
         _assert_loopback_only(cluster.pids() + [first.pid])
+        _wait(lambda: any("_EpisodeActor.run" in t for t in cluster.node_titles(1)), 120,
+              "an episode running on the second node", first)
         cluster.kill_node(1)  # the second machine is lost, with the episode it was running
         _wait(lambda: "running it again" in _driver_log(out), 120, "the lost node's episode to be re-submitted",
               first)
