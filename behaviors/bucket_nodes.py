@@ -27,6 +27,7 @@ from py_trees.common import Status
 from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim, rim_is_pinchable
 from handleit.types import Observation
 
+from .background import BackgroundPlanning
 from .bimanual_nodes import HELD_RAMP_S, body_travel_m, flipped_about_approach, quickest_hold_for_move, shifted_goals
 from .common import Skill, trapezoid_time_s
 
@@ -202,23 +203,31 @@ def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float
     return goals
 
 
-class PlanBucketHold(Skill):
+class PlanBucketHold(BackgroundPlanning, Skill):
     """Plan the hold chosen by the rim test: goals for both tool centres and one whole-body IK solve each for
     the hold and its pregrasp (two goals at once, Let's Handle It Sec. 2.4). The robot may face the bucket from
     where it stands or turned 45 degrees to the carry (the base then carries sqrt(2) times faster): the hold
-    with the least time to reach plus time to carry wins (:func:`quickest_hold_for_move`)."""
+    with the least time to reach plus time to carry wins (:func:`quickest_hold_for_move`). In real time
+    (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py)."""
 
     def __init__(self, name, tools, kind: str):
         super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W", "target_xy_W"),
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.kind = kind
 
-    def update(self):
-        obs: Observation = self.bb.observation
-        rim = self.bb.rim
-        if rim is None:
-            return self.fail("no rim estimate")
+    def snapshot(self) -> dict:
         points = self.bb.bucket_points_W
+        return {"observation": self.bb.observation, "rim": self.bb.rim,
+                "bucket_points_W": None if points is None else np.array(points),
+                "target_xy_W": np.array(self.bb.target_xy_W, dtype=float)}
+
+    def plan(self, snap: dict) -> tuple[str, object]:
+        """("fail", why) or ("hold", (q_grasp, goals, q_pregrasp, pregrasp goals, summary)); no blackboard."""
+        obs: Observation = snap["observation"]
+        rim = snap["rim"]
+        if rim is None:
+            return "fail", "no rim estimate"
+        points = snap["bucket_points_W"]
         if self.kind == "rim":
             def goals_facing(heading):
                 return flipped_about_approach(rim_hold_poses(rim, obs.X_WB, heading))
@@ -232,16 +241,23 @@ class PlanBucketHold(Skill):
             def pregrasp_of(g):  # the same orientation, back along the approach to outside the wall
                 return {s: shifted_goals({s: X}, -(HUG_PREGRASP_OUT_M + HUG_SQUEEZE_M) * X[:3, 2])[s]
                         for s, X in g.items()}
-        carry = carry_offset_xy(rim, self.bb.target_xy_W)
+        carry = carry_offset_xy(rim, snap["target_xy_W"])
         try:
             (grasp, pre, goals, pre_goals), summary = quickest_hold_for_move(
                 self.tools, obs, goals_facing, pregrasp_of, HOLD_IK_WEIGHTS, carry,
                 base_keep_out=(np.asarray(rim.center_W)[:2], MIN_HOLD_DISTANCE_M),
                 tilt_rad=RIM_TILT_RAD if self.kind == "rim" else 0.0)
         except RuntimeError as e:
-            return self.fail(f"IK failed for the {self.kind} hold: {e}")
-        self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
-        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = pre.q, pre_goals
+            return "fail", f"IK failed for the {self.kind} hold: {e}"
+        return "hold", (rim, grasp.q, goals, pre.q, pre_goals, summary)
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        rim, q_grasp, goals, q_pregrasp, pre_goals, summary = value
+        self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
+        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, pre_goals
         # Fingers pre-shaped around the rim on the way (closing then takes a few steps); closed for a hug.
         self.bb.preshape_opening_m = (min(rim.thickness_m + PRESHAPE_MARGIN_M, self.tools.model.gripper_max_opening_m)
                                       if self.kind == "rim" else None)

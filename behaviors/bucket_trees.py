@@ -11,7 +11,9 @@ with both grippers or hug the bucket between both arms; lift with the torso; car
         │       │   ├── pinch rim (Sequence)
         │       │   │   ├── rim thin enough?     condition: the rim fits between the fingers
         │       │   │   ├── plan rim hold        dual-goal IK: both grippers on the rim, left and right
-        │       │   │   ├── reach above rim, lower onto rim, close grippers
+        │       │   │   ├── reach above rim
+        │       │   │   ├── correct hold (hands seen)   cameras off: the hold moved by the hands' offsets
+        │       │   │   ├── lower onto rim, close grippers
         │       │   │   └── rim held?            check: neither gripper closed on air
         │       │   └── hug (Sequence)
         │       │       ├── plan hug             closed hands on the walls' left and right, pressing in
@@ -34,6 +36,8 @@ from py_trees.common import ParallelPolicy
 
 from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
 from .bucket_nodes import (
+    HOLD_IK_WEIGHTS,
+    RIM_TILT_RAD,
     HUG_GRIPPER,
     HUG_PATIENCE_STEPS,
     HUG_SQUEEZE_M,
@@ -44,6 +48,7 @@ from .bucket_nodes import (
     PlanCarry,
     RimIsThin,
 )
+from .camera_correction import CorrectHoldForCameras
 from .common import HoldStill, OperateGripper, StepTimeout, Tools
 
 MAX_ATTEMPTS = 3
@@ -61,6 +66,8 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         StepTimeout("above rim in time?", MoveBothArms("reach above rim", tools, "q_pregrasp", "X_WG_pregrasp",
                                                        position_tolerance_m=0.03, angle_tolerance_rad=0.15,
                                                        gripper_key="preshape_opening_m"), 250, tools),
+        # Both hands in view above the rim: move the hold by the offsets at which the cameras see them.
+        CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0], tilt_rad=RIM_TILT_RAD),
         StepTimeout("lowered in time?", MoveBothArms("lower onto rim", tools, "q_grasp", "X_WG_grasp",
                                                      position_tolerance_m=0.012, speed_fraction=0.8,
                                                      gripper_key="preshape_opening_m"), 100, tools),

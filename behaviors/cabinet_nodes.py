@@ -305,6 +305,11 @@ class RefineGrasp(BackgroundPlanning, Skill):
                          writes=("grasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
         self.hook_knobs = hook_knobs
 
+    def warm_up(self) -> None:
+        """The robot's collision model for the hand's offset, built once per process (TreeSolver.reset)."""
+        if self.tools.self_filter is not None:
+            self.tools.self_filter()
+
     def snapshot(self) -> dict:
         recent_points_W, recent_origins_W = self.bb.handle.recent_views()
         normal = self.bb.front_normal_W
@@ -369,6 +374,16 @@ class RefineGrasp(BackgroundPlanning, Skill):
                 if best is None or shift < best[0]:
                     best = (shift, grasp, X_WG)
         return None if best is None else (best[1], best[2])
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "keep":
+            self.feedback_message = f"kept the planned grasp: {value}"
+            return Status.SUCCESS
+        grasp, X_WG, tolerance_G, q_grasp, why = value
+        self.bb.grasp, self.bb.X_WG_grasp, self.bb.grasp_tolerance_G, self.bb.q_grasp = grasp, X_WG, tolerance_G, q_grasp
+        self.feedback_message = f"refined: {why}"
+        return Status.SUCCESS
 
 
 class PlanArmPath(BackgroundPlanning, Skill):

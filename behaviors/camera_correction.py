@@ -5,19 +5,22 @@ plan on: a target seen 2-4 cm from where it is. The hands are in view when they 
 the target, and the robot's model says where they are from the joints; the gap between the two
 (:func:`handleit.perception.hand_eye.camera_offset_at_hand`) is the shift the target next to them was seen
 with. :func:`camera_offset_at_tool` measures it for one arm; the cabinet trees' ``RefineGrasp`` moves a handle
-grasp by it. The dual-arm robot's hands and the stationary arm's hand read 8-47 mm off on calibrated cameras
-(their collision shapes and what the cameras see of them do not match as the mobile arm's do), so the pick
-and dual-arm trees do not use it yet.
+grasp by it, :class:`CorrectHoldForCameras` a dual-arm hold or a pick's grasp. On calibrated cameras every robot's
+hand reads under 1 mm off its model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from py_trees.common import Status
 
 from handleit.perception.hand_eye import HandOffset, camera_offset_at_hand
 from handleit.types import Observation
 
-from .common import Tools
+from .bimanual_nodes import reached_goals
+from .common import Skill, Tools
 
 # The robot's points within this distance of the tool centre, on the links within it, are the hand's.
 HAND_RADIUS_M = 0.3
@@ -38,7 +41,58 @@ def camera_offset_at_tool(tools: Tools, obs: Observation, side: str,
         near &= obs.sensor_index == np.bincount(obs.sensor_index[near]).argmax()
     self_filter = tools.self_filter()
     X_WL = self_filter.link_poses(obs.qpos, obs.X_WB)
-    links = [name for name, X in X_WL.items() if np.linalg.norm(X[:3, 3] - p_WT) < radius_m]
+    # Every link with a shape that reaches into the ball the points were taken from: a link left out whose
+    # surface lies in it (the forearm near the wrist) would pull the fit onto its points.
+    links = sorted({s.link for s in self_filter.shapes
+                    if np.linalg.norm(X_WL[s.link][:3, :3] @ s.center_L + X_WL[s.link][:3, 3] - p_WT)
+                    < radius_m + s.radius_m})
     if not links:
         return None
     return camera_offset_at_hand(obs.points[near], self_filter, obs.qpos, obs.X_WB, links)
+
+
+class CorrectHoldForCameras(Skill):
+    """Above (or beside) the object, the hands in view: each hand's goal under ``pose_key`` (side -> X_WG, or
+    one X_WG for the tree's arm) moved by the offset at which its camera sees that hand, and the configuration
+    under ``target_key`` solved again (IK from the planned one). Keeps the plan (and says why) when every
+    offset is under ``HAND_OFFSET_MIN_M``, when no hand is in view, or when IK fails. Always SUCCESS.
+
+    ``ik_goal(obs, X_WG)``: the goal as the tree's IK takes it (the pick trees' IK works in the arm's base
+    frame); default the world pose."""
+
+    def __init__(self, name, tools, target_key: str = "q_grasp", pose_key: str = "X_WG_grasp",
+                 weights: dict | None = None, tilt_rad: float = 0.0, radius_m: float = HAND_RADIUS_M,
+                 ik_goal: Callable[[Observation, np.ndarray], np.ndarray] | None = None):
+        super().__init__(name, tools, reads=("observation", target_key, pose_key), writes=(target_key, pose_key))
+        self.target_key, self.pose_key = target_key, pose_key
+        self.weights, self.tilt_rad, self.radius_m = weights, tilt_rad, radius_m
+        self.ik_goal = ik_goal
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        planned = self.bb.get(self.pose_key)
+        one_arm = not isinstance(planned, dict)
+        goals: dict[str, np.ndarray] = {self.tools.side: planned} if one_arm else planned
+        offsets = {side: camera_offset_at_tool(self.tools, obs, side, self.radius_m) for side in goals}
+        seen = {s: o.t_W for s, o in offsets.items() if o is not None}
+        described = ", ".join(f"{s} {np.round(t * 1e3).astype(int).tolist()} mm" for s, t in seen.items())
+        moved = {s: t for s, t in seen.items() if np.linalg.norm(t) >= HAND_OFFSET_MIN_M}
+        if not moved:
+            self.feedback_message = f"kept the plan: hands seen at {described or 'no hand in view'}"
+            return Status.SUCCESS
+        shifted = {}
+        for side, X in goals.items():
+            shifted[side] = np.array(X)
+            if side in moved:
+                shifted[side][:3, 3] -= moved[side]
+        ik_goals = shifted if self.ik_goal is None else {s: self.ik_goal(obs, X) for s, X in shifted.items()}
+        ik = self.tools.ik.solve(self.bb.get(self.target_key), ik_goals, weights=self.weights,
+                                 closing_axis_tilt_rad=self.tilt_rad)
+        if not ik.success:
+            self.feedback_message = f"kept the plan: IK failed for hands seen at {described}: {ik.message}"
+            return Status.SUCCESS
+        self.bb.set(self.target_key, ik.q)
+        reached = shifted if self.tilt_rad == 0.0 else reached_goals(self.tools, ik.q, shifted)
+        self.bb.set(self.pose_key, reached[self.tools.side] if one_arm else reached)
+        self.feedback_message = f"moved the hold by the hands' offsets: {described}"
+        return Status.SUCCESS

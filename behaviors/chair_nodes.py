@@ -21,6 +21,7 @@ from py_trees.common import Status
 from handleit.perception.chair_center import estimate_chair_center
 from handleit.types import Observation
 
+from .background import BackgroundPlanning
 from .bimanual_nodes import flipped_about_approach, quickest_hold_for_move, reached_goals, shifted_goals
 from .common import Skill
 
@@ -134,11 +135,12 @@ def backrest_hold_poses(backrest, X_WB: np.ndarray) -> dict[str, np.ndarray]:
     return goals
 
 
-class PlanBackrestHold(Skill):
+class PlanBackrestHold(BackgroundPlanning, Skill):
     """Plan the hold: both tool-centre goals on the backrest's top edge, and one whole-body IK solve for the
     grasp and one for the pregrasp above it (two goals at once, Let's Handle It Sec. 2.4), the base kept out of
     the chair's footprint. ``refine``: only the grasp again, from a fresh estimate, once above the backrest
-    (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery."""
+    (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery. In real
+    time (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py)."""
 
     def __init__(self, name, tools, refine: bool = False):
         super().__init__(name, tools,
@@ -146,15 +148,24 @@ class PlanBackrestHold(Skill):
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.refine = refine
 
-    def update(self):
-        obs: Observation = self.bb.observation
-        backrest = self.bb.backrest
+    def snapshot(self) -> dict:
+        center, previous = self.bb.chair_center_W, self.bb.X_WG_grasp
+        return {"observation": self.bb.observation, "backrest": self.bb.backrest,
+                "chair_center_W": None if center is None else np.array(center),
+                "X_WG_grasp": None if previous is None else {s: np.array(X) for s, X in previous.items()},
+                "target_xy_W": np.array(self.bb.target_xy_W, dtype=float)}
+
+    def plan(self, snap: dict) -> tuple[str, object]:
+        """("fail", why), ("refined", (q_grasp, goals, why)) or ("hold", (backrest, q_grasp, goals, q_pregrasp,
+        pregrasp goals, summary)); no blackboard."""
+        obs: Observation = snap["observation"]
+        backrest, center = snap["backrest"], snap["chair_center_W"]
         if backrest is None:
-            return self.fail("no backrest estimate")
-        keep_out = None if self.bb.chair_center_W is None else (self.bb.chair_center_W[:2], CHAIR_KEEP_OUT_M)
+            return "fail", "no backrest estimate"
+        keep_out = None if center is None else (center[:2], CHAIR_KEEP_OUT_M)
         options = flipped_about_approach(backrest_hold_poses(backrest, obs.X_WB))
         if self.refine:  # keep the finger orientation each gripper is already turned to
-            previous = self.bb.X_WG_grasp
+            previous = snap["X_WG_grasp"]
             options = [g for g in options if previous is None
                        or all(g[s][:3, 1] @ previous[s][:3, 1] > 0 for s in g)][:1]
             # The arms alone first: a base that moves while the fingers go down around the panel sweeps them
@@ -166,32 +177,33 @@ class PlanBackrestHold(Skill):
                 if grasp.success:
                     break
             if not grasp.success:
-                return self.fail(f"IK failed: {grasp.message}")
-            self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, reached_goals(self.tools, grasp.q, options[0])
-            self.feedback_message = f"grasp refined, top {backrest.top_height_m:.2f} m"
-            return Status.SUCCESS
+                return "fail", f"IK failed: {grasp.message}"
+            return "refined", (grasp.q, reached_goals(self.tools, grasp.q, options[0]),
+                               f"grasp refined, top {backrest.top_height_m:.2f} m")
+        push = None if center is None else snap["target_xy_W"] - center[:2]
         try:
-            grasp, pre, goals, above = self._quickest_hold_and_push(obs, options, keep_out)
+            (grasp, pre, goals, above), summary = quickest_hold_for_move(
+                self.tools, obs, lambda heading: options, lambda g: shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M]),
+                HOLD_IK_WEIGHTS, push, base_keep_out=keep_out, tilt_rad=HOLD_TILT_RAD)
         except RuntimeError as e:
-            return self.fail(f"IK failed: {e}")
-        self.bb.q_grasp, self.bb.X_WG_grasp = grasp.q, goals
-        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = pre.q, above
+            return "fail", f"IK failed: {e}"
+        return "hold", (backrest, grasp.q, goals, pre.q, above, summary)
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        if kind == "refined":
+            self.bb.q_grasp, self.bb.X_WG_grasp, self.feedback_message = value
+            return Status.SUCCESS
+        backrest, q_grasp, goals, q_pregrasp, above, summary = value
+        self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
+        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, above
         self.bb.preshape_opening_m = min(backrest.thickness_m + PRESHAPE_MARGIN_M,
                                          self.tools.model.gripper_max_opening_m)
         self.feedback_message = (f"hold planned, top {backrest.top_height_m:.2f} m; heading to the push and time "
-                                 f"to reach and push: {self.plan_summary}")
+                                 f"to reach and push: {summary}")
         return Status.SUCCESS
-
-    def _quickest_hold_and_push(self, obs: Observation, options, keep_out):
-        """The hold (as :func:`quickest_hold_for_move`) from which reaching it and pushing the chair's estimated
-        centre to the target takes the least time, the heading free or pulled 45 degrees off the push's direction."""
-        center = self.bb.chair_center_W
-        push = None if center is None else np.asarray(self.bb.target_xy_W, dtype=float) - center[:2]
-        plan, self.plan_summary = quickest_hold_for_move(
-            self.tools, obs, lambda heading: options, lambda g: shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M]),
-            HOLD_IK_WEIGHTS, push, base_keep_out=keep_out,
-            tilt_rad=HOLD_TILT_RAD)
-        return plan
 
 
 class PlanPush(Skill):

@@ -12,6 +12,7 @@ then nudge).
         │       ├── plan hold                    both grippers on the backrest's top edge: dual-goal IK
         │       ├── reach above backrest         base, torso (rising first) and both arms together
         │       ├── refine hold                  the grasp again from a fresh estimate
+        │       ├── correct hold (hands seen)    cameras off: the hold moved by the hands' offsets
         │       ├── lower onto backrest          fingers pre-shaped around the panel
         │       └── push (Parallel)              the grippers close as the base starts (a 0.3 s ramp)
         │           ├── push and nudge (Sequence)
@@ -35,7 +36,10 @@ import py_trees
 from py_trees.common import ParallelPolicy
 
 from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
+from .camera_correction import CorrectHoldForCameras
 from .chair_nodes import (
+    HOLD_IK_WEIGHTS,
+    HOLD_TILT_RAD,
     MAX_NUDGE_M,
     PUSH_SPEED_FRACTION,
     PUSH_STOP_SHORT_M,
@@ -83,6 +87,8 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
                                                             gripper_key="preshape_opening_m", torso_first=True),
                    250, tools),
         PlanBackrestHold("refine hold", tools, refine=True),
+        # Both hands in view above the backrest: move the hold by the offsets at which the cameras see them.
+        CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0], tilt_rad=HOLD_TILT_RAD),
         StepTimeout("lowered in time?", MoveBothArms("lower onto backrest", tools, "q_grasp", "X_WG_grasp",
                                                      position_tolerance_m=0.012, speed_fraction=0.9,
                                                      gripper_key="preshape_opening_m"), 100, tools),

@@ -35,6 +35,7 @@ from handleit.perception.tabletop_objects import (
 )
 from handleit.types import Observation, RobotModel
 
+from .background import BackgroundPlanning
 from .common import (
     FINGER_GAP_EMPTY_M,
     WRIST_ROLL_STARTS_RAD,
@@ -193,7 +194,7 @@ class WaitForTarget(Skill):
 # ----------------------------------------------------------------------------------------------------
 # Grasp planning (ManiSkill2 (arXiv 2302.04659) Sec. 5.1: ranked grasps, the first that the motion planner reaches)
 # ----------------------------------------------------------------------------------------------------
-class PlanPick(Skill):
+class PlanPick(BackgroundPlanning, Skill):
     """Predict grasps on the target's points (the tree's grasp predictor, ranked), then take them in rank
     order until one has IK solutions for its pregrasp and grasp poses and mplib finds a collision-free arm
     path to the pregrasp, the observed scene (robot points removed, the target included) as obstacles.
@@ -203,7 +204,8 @@ class PlanPick(Skill):
     predictor finds none (sparse or oddly turned views).
 
     Writes the grasp, its poses and joint targets, the path (``arm_plan``) and the target as seen now.
-    FAILURE ("no plan") when no candidate passes, saying how many failed where."""
+    FAILURE ("no plan") when no candidate passes, saying how many failed where. In real time
+    (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py)."""
 
     def __init__(self, name, tools, max_candidates: int = MAX_GRASP_CANDIDATES, footprint: bool = False):
         super().__init__(name, tools, reads=("observation", "target", "support_z", "attempt", "failed_grasps"),
@@ -211,20 +213,25 @@ class PlanPick(Skill):
                                  "target_at_grasp"))
         self.max_candidates, self.footprint = max_candidates, footprint
 
-    def update(self):
-        obs: Observation = self.bb.observation
-        tools, target = self.tools, self.bb.target
+    def snapshot(self) -> dict:
+        return {"observation": self.bb.observation, "target": self.bb.target, "support_z": self.bb.support_z,
+                "attempt": int(self.bb.attempt), "failed_grasps": list(self.bb.failed_grasps)}
+
+    def plan(self, snap: dict) -> tuple[str, object]:
+        """("fail", why) or ("plan", (grasp, X_WG, X_WP, q_pre, q_grasp, path, target, why)); no blackboard."""
+        obs: Observation = snap["observation"]
+        tools, target = self.tools, snap["target"]
         start = time.perf_counter()
         if self.footprint:
             grasps = [] if target is None else top_down_grasps(target, tools.model.gripper_max_opening_m)
         else:
-            grasps = tools.grasp_predictor.predict(obs.points, obs.masks, table_z=self.bb.support_z,
-                                                   seed=int(self.bb.attempt))
+            grasps = tools.grasp_predictor.predict(obs.points, obs.masks, table_z=snap["support_z"],
+                                                   seed=snap["attempt"])
         target_points = obs.points[obs.masks["target"]]
         grasps = [recenter_grasp(g, target_points) for g in grasps[: self.max_candidates]]
-        grasps = [g for g in grasps if not self._failed_before(g.X_WG, target)]
+        grasps = [g for g in grasps if not _failed_before(snap["failed_grasps"], g.X_WG, target)]
         if not grasps:
-            return self.fail("no plan: no grasp fits the target's points")
+            return "fail", "no plan: no grasp fits the target's points"
         planner = pick_motion_planner(tools.model, tools.side)
         obstacles_W = voxel_downsample(obs.points[~obs.masks["robot"]], OBSTACLE_VOXEL_M)
         obstacles_P = points_in_planner_frame(obs, tools.model, obstacles_W)
@@ -239,20 +246,28 @@ class PlanPick(Skill):
                 continue
             X_WG, X_WP, q_pre, q_grasp = solution
             plan = planner.plan_to_configuration(obs.qpos, q_pre, obstacles_P, planning_time_s=RRT_TIME_S,
-                                                 seed=int(self.bb.attempt) + 1)
+                                                 seed=snap["attempt"] + 1)
             if not plan.success:
                 counts["path"] += 1
                 last = plan.message
                 continue
-            self.bb.grasp, self.bb.X_WG_grasp, self.bb.X_WG_pregrasp = grasp, X_WG, X_WP
-            self.bb.q_pregrasp, self.bb.q_grasp, self.bb.arm_plan = q_pre, q_grasp, plan
-            self.bb.target_at_grasp = target
-            self.feedback_message = (f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 3)}, "
-                                     f"path {plan.duration_s:.2f} s ({time.perf_counter() - start:.1f} s to plan)")
-            return Status.SUCCESS
+            why = (f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 3)}, "
+                   f"path {plan.duration_s:.2f} s ({time.perf_counter() - start:.1f} s to plan)")
+            return "plan", (grasp, X_WG, X_WP, q_pre, q_grasp, plan, target, why)
         tried = counts["IK"] + counts["path"]
-        return self.fail(f"no plan: {tried} of {len(grasps)} grasps tried, {counts['IK']} without IK, "
-                         f"{counts['path']} without a collision-free path ({last})")
+        return "fail", (f"no plan: {tried} of {len(grasps)} grasps tried, {counts['IK']} without IK, "
+                        f"{counts['path']} without a collision-free path ({last})")
+
+    def apply(self, result: tuple[str, object]) -> Status:
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        grasp, X_WG, X_WP, q_pre, q_grasp, plan, target, why = value
+        self.bb.grasp, self.bb.X_WG_grasp, self.bb.X_WG_pregrasp = grasp, X_WG, X_WP
+        self.bb.q_pregrasp, self.bb.q_grasp, self.bb.arm_plan = q_pre, q_grasp, plan
+        self.bb.target_at_grasp = target
+        self.feedback_message = why
+        return Status.SUCCESS
 
     def _reachable_in_order(self, obs: Observation, grasps: list):
         """(grasp, IK solution or why not) in rank order, except that the grasps scored within
@@ -289,16 +304,19 @@ class PlanPick(Skill):
                 best = (cost, (X_WG, X_WP, pre.q, final.q))
         return why if best is None else best[1]
 
-    def _failed_before(self, X_WG: np.ndarray, target: TabletopObject | None) -> bool:
-        for X_failed, centre in self.bb.failed_grasps:
-            if target is None or np.linalg.norm(target.center_W - centre) > SAME_PLACE_M:
-                continue
-            near = np.linalg.norm(X_failed[:3, 3] - X_WG[:3, 3]) < SAME_GRASP_M
-            same_approach = X_failed[:3, 2] @ X_WG[:3, 2] > math.cos(SAME_GRASP_RAD)
-            same_closing = abs(X_failed[:3, 1] @ X_WG[:3, 1]) > math.cos(SAME_GRASP_RAD)
-            if near and same_approach and same_closing:
-                return True
-        return False
+
+def _failed_before(failed_grasps, X_WG: np.ndarray, target: TabletopObject | None) -> bool:
+    """The grasp is one that failed before on the target where it stands now (``failed_grasps``: the
+    blackboard's (X_WG, target centre) pairs)."""
+    for X_failed, centre in failed_grasps:
+        if target is None or np.linalg.norm(target.center_W - centre) > SAME_PLACE_M:
+            continue
+        near = np.linalg.norm(X_failed[:3, 3] - X_WG[:3, 3]) < SAME_GRASP_M
+        same_approach = X_failed[:3, 2] @ X_WG[:3, 2] > math.cos(SAME_GRASP_RAD)
+        same_closing = abs(X_failed[:3, 1] @ X_WG[:3, 1]) > math.cos(SAME_GRASP_RAD)
+        if near and same_approach and same_closing:
+            return True
+    return False
 
 
 class FollowPlan(Skill):

@@ -14,6 +14,7 @@ ManiSkill3's PickCube-v1 (through ``handleit.harness.ms3_adapter``) and StackCub
                 │   │                             2302.04659, Sec. 5.1)
                 │   └── plan footprint grasp      fallback: top-down across the target's footprint -> no plan
                 ├── pregrasp in time?         follow the planned path
+                ├── correct grasp (hand seen) cameras off: the grasp moved by the hand's offset
                 ├── grasp in time?            straight in along the approach
                 ├── close gripper
                 ├── grasp closed on object?   check: the fingers stopped on something
@@ -36,6 +37,7 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import ParallelPolicy
 
+from .camera_correction import CorrectHoldForCameras
 from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
 from .pick_nodes import (
     FollowPlan,
@@ -47,6 +49,7 @@ from .pick_nodes import (
     PlanPick,
     Recover,
     WaitForTarget,
+    ik_pose,
     seconds_to_steps,
 )
 
@@ -74,6 +77,9 @@ def _grasp_steps(tools: Tools) -> list[py_trees.behaviour.Behaviour]:
             PlanPick("plan grasp (IK + mplib)", tools),
             PlanPick("plan footprint grasp (fallback)", tools, footprint=True)]),
         StepTimeout("pregrasp in time?", FollowPlan("follow arm path", tools), steps(4.0), tools),
+        # The hand in view above the object: move the grasp by the offset at which the camera sees the hand.
+        CorrectHoldForCameras("correct grasp (hand seen)", tools,
+                              ik_goal=lambda obs, X_WG: ik_pose(obs, tools.model, X_WG)),
         StepTimeout("grasp in time?", MoveToConfiguration(
             # Held short by the object (a finger on its top): close anyway if aligned and within 1 cm.
             "move in along the approach", tools, "q_grasp", "X_WG_grasp", lateral_tolerance_m=0.005,

@@ -81,6 +81,12 @@ class TreeSolver:
         )
         self.segmenter.reset()
         self.root = with_segmentation(self.build(self.tools), self.tools, self.segmenter_name)
+        # What a node builds before its first tick (a robot model, ~1 s): in real time, before the clock runs
+        # (a model built later on a planning thread would hold Python's lock and stall the ticks).
+        for node in self.root.iterate():
+            warm_up = getattr(node, "warm_up", None)
+            if callable(warm_up):
+                warm_up()
         self.tree = py_trees.trees.BehaviourTree(self.root)
         self.bb = py_trees.blackboard.Client(name="solver", namespace=namespace)
         for key, value in self._initial_blackboard().items():

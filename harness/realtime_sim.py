@@ -684,7 +684,7 @@ def _close_fds(*fds: int) -> None:
 # ----------------------------------------------------------------------------------------------------
 # One evaluation episode in real time (handleit.harness.evaluation branches here)
 # ----------------------------------------------------------------------------------------------------
-class _FailedNodes:
+class TrackedSolver:
     """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``), and
     per step whether a planning node planned (its plan ran in the tick, completed, or runs in the background)."""
 
@@ -714,7 +714,7 @@ class _FailedNodes:
         return [{"node": n.name, "wall_s": round(t, 4)} for n in self._planners for t in getattr(n, "plan_wall_s", ())]
 
 
-def _warm_up(solver, first: Observation) -> str:
+def warm_up_solver(solver, first: Observation) -> str:
     """Build what a tree builds on first use (the IK at reset, the motion planner at the first re-plan: seconds
     of parsing that hold the GIL) before the robot's clock starts, as a robot's software starts before it
     moves. The runner resets the solver again at its first tick (cheap once built). Returns what was done."""
@@ -778,8 +778,8 @@ class RealtimeEpisodes:
             solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
             if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)
                 solver.realtime = settings.background_planning
-            warm_up = _warm_up(solver, first)
-            tracked = _FailedNodes(solver)
+            warm_up = warm_up_solver(solver, first)
+            tracked = TrackedSolver(solver)
             runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / robot.model.control_dt_s,
                                     max_age_s=runner_max_age_s(settings), watchdog_timeout_s=self.watchdog_timeout_s,
                                     compensate_latency=settings.compensate_latency)

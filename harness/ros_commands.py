@@ -14,6 +14,7 @@ import numpy as np
 
 import handleit.envs
 from handleit.harness.realtime_runner import RealtimeRunner
+from handleit.harness.realtime_sim import TrackedSolver, warm_up_solver
 from handleit.harness.ros_robot import Ros1Transport, RosBridgeError, RosRobot
 from handleit.harness.ros_sim_server import SimRobotServer
 from handleit.harness.sim_robot import robot_model_of
@@ -25,14 +26,14 @@ def _serve_ros(args: argparse.Namespace) -> int:
     transport = Ros1Transport("handleit_sim", anonymous=False)
     server = SimRobotServer(args.task, transport, split=args.split, seed=args.seed, max_steps=args.max_steps,
                             real_time_factor=args.real_time_factor, camera_hz=args.camera_hz,
-                            command_timeout_s=args.command_timeout)
+                            command_timeout_s=args.command_timeout, sensor_perturbation=args.sensor_perturbation)
     print(f"serving {args.task} ({args.split}) on ROS: camera every {server.camera_every} steps "
           f"({1 / (server.camera_every * server.dt_s):.0f} Hz simulated), target real-time factor "
           f"{args.real_time_factor}", flush=True)
     try:
         for episode in range(args.episodes):
             server.seed = args.seed + episode
-            result = server.serve_episode()
+            result = server.serve_episode(wait_for_commands_s=args.wait_for_tree)
             print(json.dumps(result), flush=True)
     except KeyboardInterrupt:
         pass
@@ -46,6 +47,7 @@ def _run_ros(args: argparse.Namespace) -> int:
     """Run a task's behavior tree against whatever robot is on the contract's topics, in real time."""
     env = handleit.envs.make(args.task, obs_mode="pointcloud")
     model = robot_model_of(env)  # the same description files and joint groups as the simulator's
+    task_masks = tuple(env.unwrapped.mask_names)  # what the task's tree reads with the simulator's masks
     env.close()
     prompt = None
     if args.prompt:
@@ -57,14 +59,19 @@ def _run_ros(args: argparse.Namespace) -> int:
         prompt = np.reshape(values, (3,) if len(values) == 3 else (2, 3))
     transport = Ros1Transport("handleit_tree")
     # A segmenter other than "simulator" makes the masks itself: the cloud need not carry mask fields.
-    mask_fields = {"mask_names": ()} if args.segmenter != "simulator" else {}
+    mask_fields = {"mask_names": () if args.segmenter != "simulator" else task_masks}
     robot = RosRobot(model, transport, target_prompt_W=prompt, **mask_fields)
     solver = make_solver(args.solver, args.task, model, segmenter=args.segmenter)
+    if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)
+        solver.realtime = True
+    tracked = TrackedSolver(solver)  # failed nodes and planning ticks, for the report
     result: dict = {"task": args.task}
     try:
         robot.wait_for_data(timeout_s=args.wait)
         start_step = robot.episode.get("step", 0)
-        runner = RealtimeRunner(robot, solver, rate_hz=1.0 / model.control_dt_s,
+        # What the tree builds on first use (IK, motion planner, the self filter's model) before ticking starts.
+        result["warm_up"] = warm_up_solver(solver, robot.observe())
+        runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / model.control_dt_s,
                                 watchdog_timeout_s=args.watchdog_timeout)
         deadline = time.monotonic() + args.max_seconds
         report = runner.run(until=lambda: bool(robot.episode.get("done")) or time.monotonic() > deadline)
@@ -74,7 +81,12 @@ def _run_ros(args: argparse.Namespace) -> int:
                       error=report.error, failures=report.failures[:5],
                       watchdog_stop_reasons=report.watchdog_stops[:5],
                       dropped_invalid_points=robot.dropped_invalid_points,
-                      failed_node=getattr(solver, "failed_node", None), **report.tick_stats())
+                      failed_node=getattr(solver, "failed_node", None), failed_nodes=tracked.failures,
+                      **report.tick_stats())
+        if args.report_ticks:  # per tick (wall ms), and which solver ticks planned: benchmarks/ros_episodes.py
+            result.update(tick_wall_ms=[round(1e3 * t, 2) for t in report.tick_wall_s],
+                          solver_wall_ms=[round(1e3 * t, 2) for t in report.solver_wall_s],
+                          planning_tick=[int(p) for p in tracked.planning_ticks], plans=tracked.plans())
     except RosBridgeError as error:
         result.update(success=False, error=str(error))
     finally:
@@ -94,6 +106,11 @@ def add_commands(sub) -> None:
     serve.add_argument("--real-time-factor", type=float, default=0.5,
                        help="simulated seconds per wall second (1 = real time)")
     serve.add_argument("--camera-hz", type=float, default=10.0, help="point-cloud rate in simulated time")
+    serve.add_argument("--wait-for-tree", type=float, default=0.0,
+                       help="hold each episode's clock at its start until the first command arrives, or this many "
+                            "wall seconds (0: start at once)")
+    serve.add_argument("--sensor-perturbation", default="",
+                       help="what the sensors add, as the envs' sensor_perturbation (e.g. depth_noise=0.005)")
     serve.add_argument("--command-timeout", type=float, default=0.1,
                        help="simulated seconds after which a command counts as zero (a cmd_vel timeout)")
     serve.set_defaults(func=_serve_ros)
@@ -107,6 +124,8 @@ def add_commands(sub) -> None:
                      help="the operator's prompt for the geometric segmenter: x,y,z or xmin,ymin,zmin,xmax,ymax,zmax "
                           "in the world frame (m)")
     run.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the robot's first sensor data")
+    run.add_argument("--report-ticks", action="store_true",
+                     help="add every tick's time and which ticks planned to the JSON line")
     run.add_argument("--max-seconds", type=float, default=600.0, help="wall-clock limit of the run")
     run.add_argument("--watchdog-timeout", type=float, default=1.0,
                      help="wall seconds without a completed tick before zero velocity is commanded")

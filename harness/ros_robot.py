@@ -52,6 +52,7 @@ class RosContract:
     gripper_command: str = "/{side}_gripper/command"  # std_msgs/String: open, close, hold or an opening (m)
     clock: str = "/clock"  # rosgraph_msgs/Clock: a simulator's time (with use_sim_time)
     episode: str = "/handleit/episode"  # std_msgs/String (JSON): the simulator's success, evaluation only
+    goal: str = "/goal"  # geometry_msgs/PointStamped, world frame, latched: the task's goal position
     world_frame: str = "world"
 
 
@@ -192,6 +193,9 @@ class RosRobot:
         transport.subscribe(c.joint_states, t.JointState, self._guard("joint_states", self._on_joints))
         transport.subscribe(c.odom, t.Odometry, self._guard("odom", self._on_odom))
         transport.subscribe(c.episode, t.String, self._on_episode)
+        self.goal_W: np.ndarray | None = None  # the task's goal position, where one is published
+        if t.PointStamped is not None:
+            transport.subscribe(c.goal, t.PointStamped, self._guard("goal", self._on_goal))
         if self.use_sim_time or self._sim_time_auto:
             transport.subscribe(c.clock, t.Clock, self._guard("clock", self._on_clock))
         self._stop = threading.Event()
@@ -229,6 +233,11 @@ class RosRobot:
         with self._lock:
             self._order.check("odom", base.stamp_s)
             self._base = base
+
+    def _on_goal(self, msg) -> None:
+        goal = rm.goal_from_msg(msg, self.contract.world_frame)
+        with self._lock:
+            self.goal_W = goal
 
     def _on_clock(self, msg) -> None:
         t = rm.stamp_to_s(msg.clock)
@@ -332,7 +341,8 @@ class RosRobot:
         return Observation(time_s=joints.stamp_s, points=cloud.points, colors=cloud.colors,
                            masks={k: cloud.masks[k] for k in self.mask_names}, frame=self.contract.world_frame,
                            joint_names=m.joint_names, qpos=qpos, qvel=qvel, X_WB=base.X_WB, X_WT=X_WT,
-                           target_prompt_W=self.target_prompt_W)
+                           target_prompt_W=self.target_prompt_W, goal_W=self.goal_W, sensor_origins=cloud.sensor_origins,
+                           sensor_index=cloud.sensor_index)
 
     def act(self, command: Command) -> None:
         """Publish one command; a bad command (shape, NaN) or a fault publishes zero velocity and raises."""

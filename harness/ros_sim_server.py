@@ -42,11 +42,13 @@ class SimRobotServer:
 
     def __init__(self, task: str, transport, *, split: str = "test", seed: int = 0, max_steps: int = 200,
                  real_time_factor: float = 0.5, camera_hz: float = 10.0, command_timeout_s: float = 0.1,
-                 contract: RosContract = RosContract()):
+                 contract: RosContract = RosContract(), sensor_perturbation: str | None = None):
         if not 0 < real_time_factor <= 10 or not 0 < camera_hz <= 100:
             raise ValueError(f"real_time_factor {real_time_factor} must be in (0, 10], "
                              f"camera_hz {camera_hz} in (0, 100]")
-        self.env = handleit.envs.make(task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps)
+        # sensor_perturbation: what the robot's sensors add (the envs' option: depth noise, extrinsics, drift).
+        self.env = handleit.envs.make(task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps,
+                                      sensor_perturbation=sensor_perturbation or None)
         self.robot = SimRobot(self.env)
         self.model = self.robot.model
         self.groups = JointGroups.of(self.model)
@@ -62,6 +64,7 @@ class SimRobotServer:
         self._pub_odom = transport.publisher(c.odom, t.Odometry)
         self._pub_clock = transport.publisher(c.clock, t.Clock)
         self._pub_episode = transport.publisher(c.episode, t.String, latch=True)
+        self._pub_goal = transport.publisher(c.goal, t.PointStamped, latch=True) if t.PointStamped else None
         transport.set_param("/use_sim_time", True)
         self._lock = threading.Lock()
         self._commands: dict[str, tuple[float, object]] = {}  # topic key -> (sim time received, value)
@@ -134,7 +137,8 @@ class SimRobotServer:
         self._pub_odom(rm.odometry_to_msg(X_WB, v_W, self.contract.world_frame, m.base_link_name, stamp, t))
         if render:
             obs = self.robot.observe()
-            self._pub_points(rm.cloud_to_msg(obs.points, obs.colors, obs.masks, self.contract.world_frame, stamp, t))
+            self._pub_points(rm.cloud_to_msg(obs.points, obs.colors, obs.masks, self.contract.world_frame, stamp, t,
+                                             viewpoints=obs.point_origins()))
 
     def publish_episode(self, **extra) -> None:
         info = {k: (bool(v) if isinstance(v, (bool, np.bool_)) else float(v))
@@ -144,12 +148,28 @@ class SimRobotServer:
                    "info": info, **extra}
         self._pub_episode(self.types.String(data=json.dumps(payload)))
 
-    def serve_episode(self, stop: threading.Event | None = None, hold_s: float = 2.0) -> dict:
-        """Reset (seed), then step in real time until the episode ends; returns the last episode payload."""
+    def serve_episode(self, stop: threading.Event | None = None, hold_s: float = 2.0,
+                      wait_for_commands_s: float = 0.0) -> dict:
+        """Reset (seed), then step in real time until the episode ends; returns the last episode payload.
+
+        ``wait_for_commands_s``: hold the episode's clock at its start, sensors published, until the first
+        command arrives (a tree that has started), or this many wall seconds; 0 starts at once."""
         stop = stop or threading.Event()
         self.robot.reset(seed=self.seed)
+        with self._lock:
+            self._commands.clear()
+        goal_W = self.robot.observe().goal_W
+        if goal_W is not None and self._pub_goal is not None:  # the task's instruction, as an operator gives it
+            self._pub_goal(rm.goal_to_msg(goal_W, self.contract.world_frame, self.sim_time_s, self.types))
         self.publish_episode(real_time_factor=None)
         self._publish_state(render=True)
+        deadline = time.monotonic() + wait_for_commands_s
+        while time.monotonic() < deadline and not stop.is_set():
+            with self._lock:
+                if self._commands:
+                    break
+            time.sleep(0.05)
+            self._publish_state(render=True)  # the same instant again: the clock does not move
         wall0 = time.monotonic()
         steps0 = self.robot.steps
 

@@ -97,13 +97,16 @@ class Driver:
         self.points = rng.uniform(-1, 1, (2000, 3)).astype(np.float32)
         self.colors = rng.integers(0, 255, (2000, 3)).astype(np.uint8)
         self.masks = {m: rng.random(2000) < 0.2 for m in rm.MASK_NAMES}
+        self.cameras = np.array([[0.0, 0.0, 1.5], [0.05, 0.0, 1.5]])  # two cameras' centres (m, world)
+        self.camera_of_point = rng.integers(0, 2, 2000)
         self.qpos = np.zeros(len(self.groups.state))
         self._thread.start()
 
     def good(self, stream: str, stamp_s: float):
         t, c = self.types, self.contract
         if stream == "points":
-            return rm.cloud_to_msg(self.points, self.colors, self.masks, c.world_frame, stamp_s, t)
+            return rm.cloud_to_msg(self.points, self.colors, self.masks, c.world_frame, stamp_s, t,
+                                   viewpoints=self.cameras[self.camera_of_point])
         if stream == "joint_states":
             return rm.joint_state_to_msg(self.groups.state, self.qpos, np.zeros_like(self.qpos), stamp_s, t)
         return rm.odometry_to_msg(np.eye(4), np.zeros(3), c.world_frame, self.model.base_link_name, stamp_s, t)

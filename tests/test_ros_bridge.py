@@ -104,6 +104,8 @@ def test_observation_through_the_bridge(rig, model):
     for m in rm.MASK_NAMES:
         np.testing.assert_array_equal(obs.masks[m], driver.masks[m])
     assert obs.joint_names == model.joint_names and obs.frame == "world"
+    # Each point's camera centre (vp_x, vp_y, vp_z) arrives as the observation's sensor origins.
+    np.testing.assert_allclose(obs.point_origins(), driver.cameras[driver.camera_of_point], atol=1e-6)
     # Forward kinematics of the bundled description places the tool: in reach of the base, above the floor.
     p = obs.X_WT["right"][:3, 3]
     assert 0.2 < np.linalg.norm(p[:2]) < 1.5 and 0.0 < p[2] < 2.0

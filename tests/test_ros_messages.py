@@ -65,6 +65,33 @@ def test_cloud_round_trip(types):
     assert cloud.stamp_s == pytest.approx(12.5) and cloud.dropped_invalid == 0 and cloud.frame_id == "world"
 
 
+def test_cloud_viewpoints_round_trip_into_sensor_origins(types):
+    """vp_x, vp_y, vp_z (PCL's PointWithViewpoint): each point's camera centre, back as the Observation's
+    sensor_origins and sensor_index; a cloud without them has none; a partial set or a NaN viewpoint is an error."""
+    rng = np.random.default_rng(1)
+    points = rng.normal(size=(300, 3)).astype(np.float32)
+    colors = rng.integers(0, 256, size=(300, 3)).astype(np.uint8)
+    cameras = np.array([[0.1, 0.0, 1.5], [0.0, 0.1, 1.5], [-0.1, 0.0, 1.5]])
+    which = rng.integers(0, 3, size=300)
+    points[7] = np.nan  # a pixel that saw nothing: dropped with its viewpoint
+    msg = wire(rm.cloud_to_msg(points, colors, {}, "world", 1.0, types, viewpoints=cameras[which]))
+    cloud = rm.cloud_from_msg(msg, "world")
+    keep = np.isfinite(points).all(axis=1)
+    np.testing.assert_allclose(cloud.point_origins(), cameras[which][keep], atol=1e-6)
+    assert cloud.sensor_origins.shape == (3, 3) and cloud.sensor_index.shape == (keep.sum(),)
+    assert rm.cloud_from_msg(wire(rm.cloud_to_msg(points, colors, {}, "world", 1.0, types)), "world").point_origins() is None
+    partial = wire(rm.cloud_to_msg(points, colors, {}, "world", 1.0, types, viewpoints=cameras[which]))
+    partial.fields = [f for f in partial.fields if f.name != "vp_z"]
+    with pytest.raises(rm.RosMessageError, match="viewpoint field"):
+        rm.cloud_from_msg(partial, "world")
+    bad = cameras[which].copy()
+    bad[3] = np.nan
+    with pytest.raises(rm.RosMessageError, match="NaN or inf viewpoints"):
+        rm.cloud_from_msg(wire(rm.cloud_to_msg(points, colors, {}, "world", 1.0, types, viewpoints=bad)), "world")
+    with pytest.raises(ValueError, match="viewpoints"):
+        rm.cloud_to_msg(points, colors, {}, "world", 1.0, types, viewpoints=cameras)
+
+
 def test_cloud_written_by_rospys_own_helper_parses(types):
     """A cloud built by sensor_msgs.point_cloud2 (float64 x/y/z, uint32 rgb: another valid layout)."""
     from sensor_msgs import point_cloud2
@@ -220,3 +247,27 @@ def test_commands_round_trip(types):
         rm.twist_from_msg(twist)
     with pytest.raises(ValueError):
         rm.twist_to_msg([np.nan, 0, 0], types)
+
+
+def test_a_pick_tasks_target_mask_is_read_when_asked_for(types):
+    """Pick tasks mark their object ``target`` (not ``target_handle``): run-ros asks for the task's masks."""
+    rng = np.random.default_rng(2)
+    points = rng.normal(size=(50, 3)).astype(np.float32)
+    masks = {"target": rng.random(50) < 0.5, "robot": rng.random(50) < 0.2}
+    msg = wire(rm.cloud_to_msg(points, np.zeros((50, 3), np.uint8), masks, "world", 1.0, types))
+    cloud = rm.cloud_from_msg(msg, "world", ("target", "robot"))
+    np.testing.assert_array_equal(cloud.masks["target"], masks["target"])
+    with pytest.raises(rm.RosMessageError, match="target_handle"):
+        rm.cloud_from_msg(msg, "world", ("target_handle",))
+
+
+def test_goal_round_trip_and_bad_goals(types):
+    msg = wire(rm.goal_to_msg(np.array([0.1, -0.2, 0.3]), "world", 2.0, types))
+    np.testing.assert_allclose(rm.goal_from_msg(msg, "world"), [0.1, -0.2, 0.3])
+    with pytest.raises(rm.RosMessageError, match="frame"):
+        rm.goal_from_msg(msg, "odom")
+    msg.point.x = float("nan")
+    with pytest.raises(rm.RosMessageError, match="NaN"):
+        rm.goal_from_msg(msg, "world")
+    with pytest.raises(ValueError, match="3 finite numbers"):
+        rm.goal_to_msg(np.array([np.nan, 0, 0]), "world", 1.0, types)
