@@ -7,8 +7,8 @@ module ends, whatever happened. The evaluation runs through the command line (``
 process of its session: a lost machine), then the driver itself, and ``--resume`` finishes the run. The records
 must hold every episode exactly once, with the success and steps that the local back end gives on the same seeds.
 
-Default run: 10 short PickCube episodes (about 2.5 minutes with the cluster's start and the local run). ``-m slow``: a longer
-run, and a crashing and a hanging solver on the cluster.
+Default run: 10 short PickCube episodes (2.5-4 minutes with the cluster's start and the local run, on a busy
+2-core machine). ``-m slow``: a longer run, and a crashing and a hanging solver on the cluster.
 """
 
 from __future__ import annotations
