@@ -1,6 +1,8 @@
 """The harness: the top layer, which runs the layers below on robots and records what they do.
 
-- ``evaluation.py`` (episodes in supervised worker processes, records, tables), ``solvers.py`` (solvers by
+- ``evaluation.py`` (episodes, records, tables), ``executor.py`` (the one episode executor of eval, compare,
+  demos and grasp-data: this process, supervised local processes, or Ray actors; ``ray_loopback.py``: a Ray
+  cluster of several nodes on one machine's loopback addresses, for tests and benchmarks), ``solvers.py`` (solvers by
   name), ``cli.py`` (the ``handleit`` command line), ``compare.py`` and ``baseline_commands.py`` (the learned
   baselines' commands);
 - robots: ``sim_robot.py`` (the robot interface over a bundled env), ``ms3_adapter.py`` (over ManiSkill3),

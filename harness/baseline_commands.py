@@ -18,6 +18,7 @@ from handleit.baselines.networks import CONFIGS, get_config
 from handleit.baselines.td3bc import train_td3bc
 from handleit.baselines.training import TrainLog
 from handleit.harness.compare import markdown_table, run_comparison
+from handleit.harness.executor import add_executor_arguments, backend_of_args, close_backend
 
 
 def add_commands(subparsers) -> None:
@@ -48,7 +49,7 @@ def add_commands(subparsers) -> None:
     cmp.add_argument("--episodes", type=int, default=50, help="episodes per task, solver and split")
     cmp.add_argument("--max-steps", type=int, default=200)
     cmp.add_argument("--seed", type=int, default=0)
-    cmp.add_argument("--workers", type=int, default=1)
+    add_executor_arguments(cmp, default_workers=1)
     cmp.add_argument("--out", default="outputs/compare")
     cmp.add_argument("--records", action="append", default=[],
                      help="records.jsonl of an earlier evaluation to reuse (its matching episodes are not rerun)")
@@ -98,8 +99,12 @@ def _compare(args: argparse.Namespace) -> int:
     out = Path(args.out)
     print(f"comparing {', '.join(solvers)} on {', '.join(tasks)} ({', '.join(splits)}; {args.episodes} episodes "
           f"each, {args.max_steps} steps) -> {out}")
-    cells = run_comparison(tasks, solvers, splits, args.episodes, args.max_steps, out, seed=args.seed,
-                           workers=args.workers, extra_records=args.records, episode_timeout_s=args.episode_timeout)
+    backend = backend_of_args(args)
+    try:
+        cells = run_comparison(tasks, solvers, splits, args.episodes, args.max_steps, out, seed=args.seed,
+                               extra_records=args.records, episode_timeout_s=args.episode_timeout, backend=backend)
+    finally:
+        close_backend(backend)
     print(markdown_table(cells))
     print(f"\nwrote {out / 'comparison.md'}, {out / 'comparison.csv'}, {out / 'comparison.png'}")
     return 0

@@ -14,6 +14,7 @@ import handleit.envs
 from handleit.harness.baseline_commands import add_commands as add_baseline_commands
 from handleit.harness.convert_demos import add_commands as add_convert_demos_commands
 from handleit.harness.demos import add_commands as add_demo_commands
+from handleit.harness.executor import ExecutorError, add_executor_arguments, backend_of_args, close_backend
 from handleit.harness.evaluation import (
     OutputInUse,
     canonical_perturbation,
@@ -95,11 +96,15 @@ def _eval(args: argparse.Namespace) -> int:
                 for perturb in perturbations:
                     specs += episode_specs(task, split, args.episodes, args.solver, args.max_steps, args.seed,
                                            video_episodes, out / "videos", segmenter=segmenter, perturb=perturb)
+    backend = backend_of_args(args)
     print(f"{len(specs)} episodes ({', '.join(tasks)}; {', '.join(splits)}; solver {args.solver}; segmenter "
-          f"{', '.join(segmenters)}; {len(perturbations)} perturbation settings; {args.max_steps} steps) in "
-          f"{args.workers} workers; records -> {out / 'records.jsonl'}")
-    records = run_episodes(specs, out / "records.jsonl", workers=args.workers, resume=args.resume,
-                           episode_timeout_s=args.episode_timeout)
+          f"{', '.join(segmenters)}; {len(perturbations)} perturbation settings; {args.max_steps} steps) on "
+          f"{backend.describe()}; records -> {out / 'records.jsonl'}")
+    try:
+        records = run_episodes(specs, out / "records.jsonl", resume=args.resume,
+                               episode_timeout_s=args.episode_timeout, backend=backend)
+    finally:
+        close_backend(backend)
     wanted = {s.key for s in specs}
     mine = [r for r in records if r.key in wanted]
     table = summarize(mine)
@@ -137,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     "bc:<checkpoint>, td3bc:<checkpoint>, policy:<checkpoint> (handleit train), or "
                     "package.module:factory")
     ev.add_argument("--max-steps", type=int, default=200, help="episode length in control steps (100 Hz)")
-    ev.add_argument("--workers", type=int, default=2)
+    add_executor_arguments(ev, default_workers=2)
     ev.add_argument("--seed", type=int, default=0, help="episode i uses seed + i")
     ev.add_argument("--out", default="outputs/eval")
     ev.add_argument("--video", type=int, default=0, help="save videos of the first N episodes of each split")
@@ -165,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     except OutputInUse as error:
         print(f"handleit {args.command}: {error}", file=sys.stderr)
         return 1
+    except ExecutorError as error:  # Ray missing, its cluster unreachable, or every worker gone
+        print(f"handleit {args.command}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

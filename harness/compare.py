@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from handleit.harness.evaluation import EpisodeRecord, EpisodeSpec, episode_specs, run_episodes
+from handleit.harness.executor import Backend
 
 SPLITS = ("train", "test")
 CSV_FIELDS = ("task", "solver", "solver_spec", "split", "max_steps", "episodes", "successes", "success_rate",
@@ -81,8 +82,10 @@ def read_records(paths: Iterable[str | Path]) -> list[EpisodeRecord]:
 
 def run_comparison(tasks: list[str], solvers: list[str], splits: list[str], episodes: int, max_steps: int,
                    out: str | Path, seed: int = 0, workers: int = 1, extra_records: Iterable[str | Path] = (),
-                   episode_timeout_s: float = 600.0, progress: bool = True) -> list[Cell]:
-    """Run what is missing and return the table's cells; writes the records and the three outputs in ``out``."""
+                   episode_timeout_s: float = 600.0, progress: bool = True,
+                   backend: Backend | None = None) -> list[Cell]:
+    """Run what is missing (on ``backend``, default ``workers`` local processes) and return the table's cells;
+    writes the records and the three outputs in ``out``."""
     out = Path(out)
     specs = comparison_specs(tasks, solvers, splits, episodes, max_steps, seed)
     wanted = {s.key for s in specs}
@@ -91,7 +94,7 @@ def run_comparison(tasks: list[str], solvers: list[str], splits: list[str], epis
     records = list(earlier.values())
     if to_run:
         records += run_episodes(to_run, out / "records.jsonl", workers=workers, resume=True,
-                                episode_timeout_s=episode_timeout_s, progress=progress)
+                                episode_timeout_s=episode_timeout_s, progress=progress, backend=backend)
     cells = table_cells(records, tasks, solvers, splits, max_steps)
     write_outputs(cells, out)
     return cells

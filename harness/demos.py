@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -38,6 +36,15 @@ from handleit.baselines.demo_files import (
     demo_obs_of_env_obs,
 )
 from handleit.harness.evaluation import _sole_writer, episode_specs
+from handleit.harness.executor import (
+    Backend,
+    InProcess,
+    RayCluster,
+    add_executor_arguments,
+    backend_of_args,
+    close_backend,
+    make_backend,
+)
 from handleit.harness.sim_robot import SimRobot
 from handleit.harness.solvers import make_solver
 
@@ -266,6 +273,7 @@ class RecordOptions:
     points: int = DEFAULT_POINTS
     min_height_m: float | None = None
     parts_dir: str = ""
+    inline_parts: bool = False  # return the part file's bytes (a worker on another machine) instead of its path
 
 
 class RecordingWrapper:
@@ -306,7 +314,9 @@ def record_episode(spec, options: RecordOptions) -> dict:
     """Roll out ``spec`` (a :class:`handleit.harness.evaluation.EpisodeSpec`) with its solver through
     :class:`~handleit.harness.sim_robot.SimRobot`; write the episode to a part file when it succeeds.
 
-    Returns {"meta": JSON entry, "part": path or None, "wall_time_s", "error": traceback or None}.
+    Returns {"meta": JSON entry, "part": path or None, "wall_time_s", "error": traceback or None}; with
+    ``options.inline_parts`` the part file is written to a temporary folder and comes back as ``"part_bytes"``
+    (its name as ``"part"``), for the driver to write into its own parts folder.
     """
     start = time.perf_counter()
     meta = {"index": spec.index, "seed": spec.seed, "model_id": spec.model_id, "split": spec.split,
@@ -330,8 +340,13 @@ def record_episode(spec, options: RecordOptions) -> dict:
             meta["failed_node"] = getattr(solver, "failed_node", None) or "timeout"
         meta["wall_time_s"] = round(time.perf_counter() - start, 3)
         if meta["success"]:
-            path = Path(options.parts_dir) / f"{spec.split}-{spec.seed}-{spec.model_id}.h5"
-            result["part"] = str(write_part_file(path, episode))
+            name = f"{spec.split}-{spec.seed}-{spec.model_id}.h5"
+            if options.inline_parts:
+                with tempfile.TemporaryDirectory() as tmp:
+                    result["part_bytes"] = write_part_file(Path(tmp) / name, episode).read_bytes()
+                result["part"] = name
+            else:
+                result["part"] = str(write_part_file(Path(options.parts_dir) / name, episode))
     except Exception:  # noqa: BLE001  one bad episode must not end the run: report it, retry it on resume
         result["error"] = traceback.format_exc(limit=8)
     result["wall_time_s"] = time.perf_counter() - start
@@ -339,51 +354,29 @@ def record_episode(spec, options: RecordOptions) -> dict:
 
 
 def run_jobs(jobs: list, work: Callable, workers: int, on_result: Callable[[Any, dict], None],
-             max_pool_restarts: int = 3) -> None:
-    """Run ``work(job)`` for every job, in this process (``workers <= 1``) or in ``workers`` spawned
-    processes; ``on_result(job, result)`` runs here, in completion order. A worker that dies (segfault, out
-    of memory) breaks the pool: the jobs not done are resubmitted to a new one, at most ``max_pool_restarts``
-    times, then reported as errors."""
-    if workers <= 1:
-        for job in jobs:
-            on_result(job, work(job))
-        return
-    todo = list(jobs)
-    for attempt in range(max_pool_restarts + 1):
-        if not todo:
-            return
-        done = set()
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("spawn"))
-        try:
-            futures = {pool.submit(work, job): n for n, job in enumerate(todo)}
-            for future in as_completed(futures):
-                n = futures[future]
-                result = future.result()
-                done.add(n)
-                on_result(todo[n], result)
-            pool.shutdown()
-            return
-        except BrokenProcessPool:
-            pool.shutdown(wait=False, cancel_futures=True)
-            todo = [job for n, job in enumerate(todo) if n not in done]
-            if attempt == max_pool_restarts:
-                for job in todo:
-                    on_result(job, {"error": "worker process died", "part": None, "meta": {}})
-        except BaseException:  # Ctrl-C, or on_result failed: stop the workers now, not after every job
-            for process in list((pool._processes or {}).values()):
-                process.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+             max_retries: int = 3, backend: Backend | None = None) -> None:
+    """Run ``work(job)`` for every job on the harness's executor: ``backend``, else this process (``workers <= 1``)
+    or ``workers`` supervised local processes; ``on_result(job, result)`` runs here, in completion order, once
+    per job. A job whose worker died (segfault, out of memory, a lost node) runs again, at most ``max_retries``
+    times, then is reported as an error."""
+    backend = backend or make_backend(max(1, workers), in_process_when_one=True)
+    backend.run(jobs, work, on_result, lost=_lost_job, max_retries=max_retries)
+
+
+def _lost_job(job, reason: str) -> dict:
+    return {"error": reason, "part": None, "meta": {}}
 
 
 def record_demos(task: str, split: str = "train", episodes: int = 100, out: Path | str = "demos",
                  max_steps: int = 1000, seed: int = 0, points: int = DEFAULT_POINTS, workers: int = 1,
                  resume: bool = False, solver: str = DEFAULT_SOLVER, min_height_m: float | None = None,
-                 log: Callable[[str], None] | None = print) -> dict:
+                 log: Callable[[str], None] | None = print, backend: Backend | None = None) -> dict:
     """Roll out ``solver`` (the task's behavior tree) on ``episodes`` episodes of ``split`` (episode i: seed
     ``seed + i``, object ``i mod n``, as the evaluation harness) and append the successful ones to
     ``<out>/<task>.h5`` (+ ``.json``). ``resume`` continues an existing file, skipping the episodes it holds
-    or lists as failed. Returns counts: kept, failed, errors, skipped, and the mean wall time per episode.
+    or lists as failed. Episodes run on ``backend`` (default: this process for one worker, else ``workers``
+    local processes); on a Ray cluster the episodes come back as bytes and this process writes them.
+    Returns counts: kept, failed, errors, skipped, and the mean wall time per episode.
     """
     if task.startswith("ms3:"):
         raise ValueError("demonstrations are recorded on the bundled tasks; ManiSkill3 has its own demos")
@@ -392,7 +385,8 @@ def record_demos(task: str, split: str = "train", episodes: int = 100, out: Path
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     specs = episode_specs(task, split, episodes, solver, max_steps, seed)  # ValueError for an unknown task
-    env = _env(task, split, max_steps) if workers <= 1 else handleit.envs.make(
+    in_process = isinstance(backend, InProcess) or (backend is None and workers <= 1)
+    env = _env(task, split, max_steps) if in_process else handleit.envs.make(
         task, obs_mode="pointcloud", split=split, max_episode_steps=max_steps)
     base = env.unwrapped
     if min_height_m is not None and base.pointcloud_frame != "world":
@@ -415,9 +409,11 @@ def record_demos(task: str, split: str = "train", episodes: int = 100, out: Path
         done = writer.done_keys()
         pending = [s for s in specs if (s.split, s.seed, s.model_id) not in done]
         stats["skipped"] = len(specs) - len(pending)
-        options = RecordOptions(points=points, min_height_m=min_height_m, parts_dir=str(writer.parts_dir))
+        options = RecordOptions(points=points, min_height_m=min_height_m, parts_dir=str(writer.parts_dir),
+                                inline_parts=isinstance(backend, RayCluster))
+        where = backend.describe() if backend is not None else f"{workers} worker(s)"
         _log(log, f"{task} {split}: {len(pending)} episodes to roll out ({stats['skipped']} already recorded), "
-                  f"{workers} worker(s) -> {writer.h5_path}")
+                  f"{where} -> {writer.h5_path}")
 
         def on_result(spec, result) -> None:
             meta = result["meta"]
@@ -426,6 +422,12 @@ def record_demos(task: str, split: str = "train", episodes: int = 100, out: Path
                 _log(log, f"  error in seed {spec.seed} ({spec.model_id}), retried on resume:\n{result['error']}")
                 return
             stats["wall_time_s"].append(result["wall_time_s"])
+            if result.get("part_bytes") is not None:  # from another machine: written here, then appended
+                part = writer.parts_dir / result["part"]
+                tmp = part.with_name(part.name + ".tmp")
+                tmp.write_bytes(result["part_bytes"])
+                os.replace(tmp, part)
+                result["part"] = str(part)
             if result["part"]:
                 writer.append(Path(result["part"]))
                 stats["kept"] += 1
@@ -436,7 +438,7 @@ def record_demos(task: str, split: str = "train", episodes: int = 100, out: Path
                       f"{spec.model_id}: {'success' if meta['success'] else 'failed (' + meta['failed_node'] + ')'}"
                       f", {meta['elapsed_steps']} steps, {result['wall_time_s']:.1f} s")
 
-        run_jobs(pending, _RecordJob(options), workers, on_result)
+        run_jobs(pending, _RecordJob(options), workers, on_result, backend=backend)
         stats["total_kept"], stats["total_failed"] = len(writer.episodes), len(writer.failed_episodes)
     times = stats.pop("wall_time_s")
     stats["mean_wall_time_s"] = float(np.mean(times)) if times else 0.0
@@ -479,19 +481,23 @@ def add_commands(subparsers) -> None:
                           f"(default {DEFAULT_MIN_HEIGHT_M})")
     rec.add_argument("--keep-ground", action="store_const", const=None, dest="min_height",
                      help="keep every point (no ground removal)")
-    rec.add_argument("--workers", type=int, default=1)
+    add_executor_arguments(rec, default_workers=1)
     rec.add_argument("--solver", default=DEFAULT_SOLVER)
     rec.add_argument("--resume", action="store_true", help="continue an existing file, skipping its episodes")
     rec.set_defaults(func=_demos_command)
 
 
 def _demos_command(args) -> int:
+    backend = backend_of_args(args, in_process_when_one=True)
     try:
         stats = record_demos(args.task, args.split, args.episodes, args.out, args.max_steps, args.seed,
-                             args.points, args.workers, args.resume, args.solver, args.min_height)
+                             args.points, backend.workers, args.resume, args.solver, args.min_height,
+                             backend=backend)
     except (FileExistsError, ValueError) as error:
         print(f"handleit demos: {error}", file=sys.stderr)
         return 2
+    finally:
+        close_backend(backend)
     rollouts = stats["kept"] + stats["failed"]
     share = f"{stats['kept'] / rollouts:.3f}" if rollouts else "-"
     print(f"{args.task}: kept {stats['kept']} of {rollouts} rollouts (success share {share}), {stats['errors']} "

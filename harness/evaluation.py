@@ -1,11 +1,13 @@
-"""The evaluation harness: run a solver on a task's split, in parallel worker processes, one record per episode.
+"""The evaluation harness: run a solver on a task's split, in parallel workers, one record per episode.
 
 - Episode i of a split uses object ``ids[i % len(ids)]`` (every cabinet, chair or bucket equally often, as
   ManiSkill1's protocol spreads its levels over objects) and seed ``seed + i`` (target part, robot pose, joint friction).
-- Workers are supervised processes: a worker that crashes (segfault, out of memory) or exceeds the episode
-  time limit costs that one episode, recorded as an error, and is replaced; the run goes on.
-- Records are appended to ``records.jsonl`` as they arrive (nothing measured is lost if the run stops);
-  ``resume=True`` skips episodes already recorded there.
+- Episodes run on the harness's executor (``handleit.harness.executor``): supervised local processes (a worker
+  that crashes (segfault, out of memory) or exceeds the episode time limit costs that one episode, recorded as
+  an error, and is replaced; the run goes on), or actors on a Ray cluster (the episodes of a lost worker or
+  node run again on the others).
+- Records are appended to ``records.jsonl`` by this process as they arrive, each episode once (nothing measured
+  is lost if the run stops); ``resume=True`` skips episodes already recorded there.
 - The summary has the shape of Let's Handle It (arXiv 2202.11792) Table 1 (train / test success per task and solver)
   plus a breakdown of the behavior-tree nodes that failed.
 - ManiSkill3 tasks (``"ms3:PickCube-v1"``, any ManiSkill3 env id) run through ``handleit.harness.ms3_adapter``:
@@ -17,11 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing as mp
-import os
-import queue
 import sys
-import threading
 import time
 import traceback
 from collections import Counter, defaultdict
@@ -36,6 +34,7 @@ from tqdm import tqdm
 import handleit.envs
 from handleit.envs import model_ids
 from handleit.envs.sensor_model import parse_perturbation
+from handleit.harness.executor import Backend, LocalProcesses, RayCluster
 from handleit.harness.ms3_adapter import ManiSkill3Robot, episode_seeds, make_env, ms3_env_id
 from handleit.harness.realtime_sim import RealtimeEpisodes, split_perturbation
 from handleit.harness.sim_robot import SimRobot
@@ -131,6 +130,9 @@ class _EpisodeRunner:
             )
         return self._envs[key]
 
+    def __call__(self, spec: EpisodeSpec) -> EpisodeRecord:
+        return self.run(spec)
+
     def run(self, spec: EpisodeSpec) -> EpisodeRecord:
         record = EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed, spec.model_id,
                                spec.index, segmenter=spec.segmenter, perturb=spec.perturb)
@@ -184,35 +186,8 @@ def _save_video(frames, path: str, fps: int) -> None:
     imageio.mimwrite(path, frames[::2], fps=max(fps, 1), macro_block_size=1)
 
 
-def _exit_with_parent(parent: int, poll_s: float = 1.0) -> None:
-    """End this worker when the evaluation that started it (process id ``parent``, passed in by the parent:
-    read here, after this process's imports, it would already be init's when the parent died meanwhile) is
-    gone (killed: its daemon children are only cleaned up on a normal exit), rather than finish an episode
-    nobody will record and wait forever."""
-    if os.getppid() != parent:
-        os._exit(1)
-
-    def watch() -> None:
-        while True:
-            time.sleep(poll_s)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _worker_main(inbox, result_queue, parent: int) -> None:
-    _exit_with_parent(parent)
-    runner = _EpisodeRunner()
-    while True:
-        spec = inbox.get()
-        if spec is None:
-            return
-        result_queue.put((mp.current_process().name, runner.run(spec)))
-
-
 # ----------------------------------------------------------------------------------------------------
-# The supervised pool
+# Episodes and their records
 # ----------------------------------------------------------------------------------------------------
 def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: int, seed: int = 0,
                   video_episodes: tuple[int, ...] = (), video_dir: Path | None = None, segmenter: str = SIMULATOR,
@@ -260,97 +235,68 @@ def _sole_writer(records_path: Path):
         yield  # closing the file releases the lock
 
 
-def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int = 2, resume: bool = False,
-                 episode_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S, progress: bool = True) -> list[EpisodeRecord]:
-    """Run the episodes in ``workers`` supervised processes; return every record (old ones too on resume).
-    One evaluation at a time per records file (:class:`OutputInUse` otherwise)."""
+def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int | None = 2, resume: bool = False,
+                 episode_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S, progress: bool = True,
+                 backend: Backend | None = None) -> list[EpisodeRecord]:
+    """Run the episodes on ``backend`` (default: ``workers`` supervised local processes; a
+    :class:`~handleit.harness.executor.RayCluster` for a cluster); return every record (old ones too on resume).
+    The records file is written here, by this process alone, one line per episode as it finishes; one
+    evaluation at a time per records file (:class:`OutputInUse` otherwise)."""
     records_path = Path(records_path)
     records_path.parent.mkdir(parents=True, exist_ok=True)
     with _sole_writer(records_path):
-        return _run_episodes(specs, records_path, workers, resume, episode_timeout_s, progress)
+        done = read_records_file(records_path) if resume else {}
+        pending = [s for s in specs if s.key not in done]
+        results = [done[s.key] for s in specs if s.key in done]
+        if not pending:
+            return results
+        backend = backend or LocalProcesses(2 if workers is None else workers)
+        bar = _progress(len(pending)) if progress else None
+        with records_path.open("a") as out:
 
+            def record(spec: EpisodeSpec, rec: EpisodeRecord) -> None:
+                out.write(json.dumps(asdict(rec)) + "\n")
+                out.flush()
+                results.append(rec)
+                if bar is not None:
+                    bar.set_postfix(success=f"{sum(r.success for r in results)}/{len(results)}")
+                    bar.update(1)
 
-def _run_episodes(specs, records_path: Path, workers: int, resume: bool, episode_timeout_s: float,
-                  progress: bool) -> list[EpisodeRecord]:
-    done: dict[tuple, EpisodeRecord] = {}
-    if resume and records_path.exists():
-        for line in records_path.read_text().splitlines():
-            if line.strip():
-                rec = EpisodeRecord(**json.loads(line))
-                done[rec.key] = rec
-    pending = [s for s in specs if s.key not in done]
-    results = [done[s.key] for s in specs if s.key in done]
-    if not pending:
+            backend.run(pending, _EpisodeRunner(), record, key=lambda s: s.key, lost=_lost_episode,
+                        job_timeout_s=episode_timeout_s, max_retries=backend_retries(backend))
+        if bar is not None:
+            bar.close()
         return results
 
-    ctx = mp.get_context("spawn")  # a fresh interpreter per worker: no inherited Vulkan or PhysX state
-    result_queue = ctx.Queue()
-    workers_by_name: dict[str, tuple[Any, Any]] = {}  # name -> (process, inbox)
 
-    def start_worker() -> str:
-        inbox = ctx.Queue()
-        proc = ctx.Process(target=_worker_main, args=(inbox, result_queue, os.getpid()), daemon=True)
-        proc.start()
-        workers_by_name[proc.name] = (proc, inbox)
-        return proc.name
+def backend_retries(backend: Backend) -> int:
+    """How often an episode whose worker was lost runs again: never locally (today's rule: a crash is the
+    episode's), up to 3 times on a cluster (a lost node is not the episode's doing)."""
+    return 3 if isinstance(backend, RayCluster) else 0
 
-    todo = list(reversed(pending))
-    idle = [start_worker() for _ in range(max(1, min(workers, len(pending))))]
-    running: dict[str, tuple[EpisodeSpec, float]] = {}  # worker name -> (episode, start time)
-    bar = _progress(len(pending)) if progress else None
-    with records_path.open("a") as out:
 
-        def record(rec: EpisodeRecord) -> None:
-            out.write(json.dumps(asdict(rec)) + "\n")
-            out.flush()
-            results.append(rec)
-            if bar is not None:
-                bar.set_postfix(success=f"{sum(r.success for r in results)}/{len(results)}")
-                bar.update(1)
+def _lost_episode(spec: EpisodeSpec, reason: str) -> EpisodeRecord:
+    return EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed, spec.model_id, spec.index,
+                         error=reason, failed_node="error", segmenter=spec.segmenter, perturb=spec.perturb)
 
-        while todo or running:
-            # The parent hands each worker one episode at a time, so it always knows who holds what.
-            while todo and idle:
-                name = idle.pop()
-                spec = todo.pop()
-                workers_by_name[name][1].put(spec)
-                running[name] = (spec, time.monotonic())
-            try:
-                name, rec = result_queue.get(timeout=1.0)
-                running.pop(name, None)
-                idle.append(name)
-                record(rec)
-            except queue.Empty:
-                pass
-            # Supervision: a dead or hung worker costs its episode (an error record) and is replaced.
-            for name, (proc, _) in list(workers_by_name.items()):
-                spec, started = running.get(name, (None, 0.0))
-                timed_out = spec is not None and time.monotonic() - started > episode_timeout_s
-                if proc.is_alive() and not timed_out:
-                    continue
-                if timed_out:
-                    proc.kill()
-                proc.join(timeout=5)
-                del workers_by_name[name]
-                if name in idle:
-                    idle.remove(name)
-                if spec is not None:
-                    del running[name]
-                    reason = (f"episode exceeded {episode_timeout_s:.0f} s" if timed_out
-                              else f"worker process died (exit code {proc.exitcode})")
-                    record(EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed,
-                                         spec.model_id, spec.index, error=reason, failed_node="error"))
-                if todo:
-                    idle.append(start_worker())
-    for proc, inbox in workers_by_name.values():
-        inbox.put(None)
-    for proc, _ in workers_by_name.values():
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.kill()
-    if bar is not None:
-        bar.close()
-    return results
+
+def read_records_file(records_path: Path) -> dict[tuple, EpisodeRecord]:
+    """The records of a records file by episode key: the source of truth on resume. A last line cut off by a
+    killed writer (no newline at its end) is dropped from the file, so that the next record starts a line."""
+    records_path = Path(records_path)
+    if not records_path.exists():
+        return {}
+    data = records_path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+        with records_path.open("r+b") as f:
+            f.truncate(len(data))
+    done = {}
+    for line in data.decode().splitlines():
+        if line.strip():
+            rec = EpisodeRecord(**json.loads(line))
+            done[rec.key] = rec
+    return done
 
 
 def _progress(total: int):

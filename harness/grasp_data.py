@@ -49,6 +49,7 @@ from handleit.envs.pick_place import SOLVER_POSITION_ITERATIONS
 from handleit.envs.rigid_object import RigidObjectAsset
 from handleit.envs.robot_description import panda_arm
 from handleit.envs.tabletop_env import SURFACE_FRICTION, TABLE_CENTER_XY_M, TABLE_HALF_SIZE_M
+from handleit.harness.executor import Backend, InProcess, add_executor_arguments, backend_of_args, close_backend
 from handleit.harness.sim_robot import SimRobot
 from handleit.perception.antipodal_grasps import AntipodalGraspPredictor6DoF
 from handleit.perception.tabletop_objects import estimate_support_height
@@ -346,16 +347,95 @@ class GenerationConfig:
     trial: dict = field(default_factory=lambda: asdict(TrialConfig()))
 
 
+@dataclass(frozen=True)
+class ViewJob:
+    """One view (an episode of PickObject) of one object: the executor's job for grasp data."""
+
+    object_index: int
+    model_id: str
+    view: int
+    episode_seed: int
+
+
+class GraspViewWorker:
+    """Observes a view and tries its grasps (module docstring, steps 1-4); keeps its env, sampler and trial scene
+    between views (one per worker of the executor). Returns the view's columns, or None when the view gave no
+    target points or no candidate."""
+
+    def __init__(self, config: GenerationConfig, ids: list[str]):
+        self.config, self.ids = config, ids
+        self.env = self.robot = self.sampler = self.trials = None
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def __call__(self, job: ViewJob) -> dict | None:
+        from handleit.perception.grasp_scorer import grasp_crops  # lazy: torch
+
+        config = self.config
+        if self.env is None:
+            self.env = handleit.envs.make("PickObject", obs_mode="pointcloud", split=config.split, model_ids=self.ids)
+            self.robot = SimRobot(self.env)
+            self.sampler = AntipodalGraspPredictor6DoF(max_grasps=config.candidates)
+        i, v, model_id, episode_seed = job.object_index, job.view, job.model_id, job.episode_seed
+        obs = self.robot.reset(seed=episode_seed, options={"model_id": model_id})
+        base = self.env.unwrapped
+        X_WO = base.obj.pose.to_transformation_matrix()  # ground truth: the label simulator's input only
+        target = obs.points[obs.masks["target"]]
+        if len(target) < 5:
+            return None
+        scene = ~obs.masks["robot"] & ~obs.masks["target"]
+        support_z = estimate_support_height(obs.points[scene], target)  # as the pick tree measures it
+        grasps = self.sampler.predict(obs.points, obs.masks, table_z=support_z, seed=episode_seed)
+        grasps = grasps[: config.analytic_per_view]
+        if not grasps:
+            return None
+        rng = np.random.default_rng(episode_seed)
+        X_analytic = np.stack([g.X_WG for g in grasps])
+        X_perturbed, source = perturb_grasp_poses(X_analytic, config.perturbed_per_view, rng)
+        poses = np.concatenate([X_analytic, X_perturbed])
+        widths = np.array([g.width_m for g in grasps] + [grasps[k].width_m for k in source])
+        if self.trials is None:
+            self.trials = FloatingHandTrial(base.models[model_id], TrialConfig(**config.trial), base.control_config)
+        elif self.trials.asset.model_id != model_id:
+            self.trials.set_object(base.models[model_id])
+        t0 = time.perf_counter()
+        outcomes = [self.trials.try_grasp(X_WO, X, w) for X, w in zip(poses, widths)]
+        trial_time_s = time.perf_counter() - t0
+        na, npert = len(grasps), len(X_perturbed)
+        labels = np.array([o.success for o in outcomes], dtype=np.uint8)
+        columns = {
+            "crops": grasp_crops(target, poses, config.n_points, seed=episode_seed), "labels": labels,
+            "analytic_score": np.r_[[g.score for g in grasps], np.full(npert, np.nan)],
+            "analytic_rank": np.r_[np.arange(na), np.full(npert, -1)],
+            "perturbed": np.r_[np.zeros(na), np.ones(npert)].astype(np.uint8), "width_m": widths,
+            "view": np.full(na + npert, config.views * i + v), "object_index": np.full(na + npert, i),
+            "episode_seed": np.full(na + npert, episode_seed), "rise_m": np.array([o.rise_m for o in outcomes]),
+            "reason": np.array([o.reason for o in outcomes]),
+        }
+        message = (f"{model_id} view {v}: {len(target)} target points, {na} analytic "
+                   f"({int(labels[:na].sum())} held), {npert} perturbed ({int(labels[na:].sum())} held)")
+        return {"columns": columns, "trial_time_s": trial_time_s, "n_trials": len(outcomes), "message": message}
+
+
+def _lost_view(job: ViewJob, reason: str) -> dict:
+    return {"error": reason}
+
+
 def generate_grasp_data(config: GenerationConfig, out: str | Path | None = None, *, verbose: bool = False,
-                        command: str | None = None) -> dict:
-    """Observe, sample, try and label grasps (see the module docstring); write them to ``out`` (.npz).
+                        command: str | None = None, backend: Backend | None = None) -> dict:
+    """Observe, sample, try and label grasps (see the module docstring); write them to ``out`` (.npz). The views
+    run on ``backend`` (the harness's executor; default: this process); the data set holds them in view order
+    whatever order they finish in.
 
     Returns a dict of arrays (``crops`` [M, n, 3] float32 in G, m; ``labels`` [M] uint8; per grasp
     ``analytic_score`` (NaN for a perturbed one), ``analytic_rank`` (-1 when perturbed), ``perturbed``,
     ``width_m``, ``view`` (a per-episode id), ``object_index``, ``episode_seed``, ``rise_m``, ``reason``) and
     ``meta`` (the configuration, counts and trial rate).
     """
-    from handleit.perception.grasp_scorer import grasp_crops, save_grasp_dataset  # lazy: torch
+    from handleit.perception.grasp_scorer import save_grasp_dataset  # lazy: torch
 
     ids = object_ids(config.split)
     if not 1 <= config.objects <= len(ids):
@@ -363,65 +443,36 @@ def generate_grasp_data(config: GenerationConfig, out: str | Path | None = None,
     if config.views < 1 or config.analytic_per_view < 0 or config.perturbed_per_view < 0:
         raise ValueError("views must be at least 1, analytic_per_view and perturbed_per_view at least 0")
     ids = ids[: config.objects]
-    trial_config = TrialConfig(**config.trial)
-    env = handleit.envs.make("PickObject", obs_mode="pointcloud", split=config.split, model_ids=ids)
-    robot = SimRobot(env)
-    sampler = AntipodalGraspPredictor6DoF(max_grasps=config.candidates)
-    columns = {k: [] for k in ("crops", "labels", "analytic_score", "analytic_rank", "perturbed", "width_m", "view",
-                               "object_index", "episode_seed", "rise_m", "reason")}
-    trials = None
-    trial_time_s, n_trials, start = 0.0, 0, time.perf_counter()
-    for i, model_id in enumerate(ids):
-        for v in range(config.views):
-            episode_seed = config.seed + 1000 * i + v
-            obs = robot.reset(seed=episode_seed, options={"model_id": model_id})
-            base = env.unwrapped
-            X_WO = base.obj.pose.to_transformation_matrix()  # ground truth: the label simulator's input only
-            target = obs.points[obs.masks["target"]]
-            if len(target) < 5:
-                continue
-            scene = ~obs.masks["robot"] & ~obs.masks["target"]
-            support_z = estimate_support_height(obs.points[scene], target)  # as the pick tree measures it
-            grasps = sampler.predict(obs.points, obs.masks, table_z=support_z, seed=episode_seed)
-            grasps = grasps[: config.analytic_per_view]
-            if not grasps:
-                continue
-            rng = np.random.default_rng(episode_seed)
-            X_analytic = np.stack([g.X_WG for g in grasps])
-            X_perturbed, source = perturb_grasp_poses(X_analytic, config.perturbed_per_view, rng)
-            poses = np.concatenate([X_analytic, X_perturbed])
-            widths = np.array([g.width_m for g in grasps] + [grasps[k].width_m for k in source])
-            if trials is None:
-                trials = FloatingHandTrial(base.models[model_id], trial_config, base.control_config)
-            elif trials.asset.model_id != model_id:
-                trials.set_object(base.models[model_id])
-            t0 = time.perf_counter()
-            outcomes = [trials.try_grasp(X_WO, X, w) for X, w in zip(poses, widths)]
-            trial_time_s += time.perf_counter() - t0
-            n_trials += len(outcomes)
-            na, npert = len(grasps), len(X_perturbed)
-            columns["crops"].append(grasp_crops(target, poses, config.n_points, seed=episode_seed))
-            columns["labels"].append(np.array([o.success for o in outcomes], dtype=np.uint8))
-            columns["analytic_score"].append(np.r_[[g.score for g in grasps], np.full(npert, np.nan)])
-            columns["analytic_rank"].append(np.r_[np.arange(na), np.full(npert, -1)])
-            columns["perturbed"].append(np.r_[np.zeros(na), np.ones(npert)].astype(np.uint8))
-            columns["width_m"].append(widths)
-            columns["view"].append(np.full(na + npert, config.views * i + v))
-            columns["object_index"].append(np.full(na + npert, i))
-            columns["episode_seed"].append(np.full(na + npert, episode_seed))
-            columns["rise_m"].append(np.array([o.rise_m for o in outcomes]))
-            columns["reason"].append(np.array([o.reason for o in outcomes]))
+    jobs = [ViewJob(i, model_id, v, config.seed + 1000 * i + v) for i, model_id in enumerate(ids)
+            for v in range(config.views)]
+    results: dict[ViewJob, dict | None] = {}
+    counts = {"trials": 0, "trial_time_s": 0.0}
+    start = time.perf_counter()
+
+    def on_result(job: ViewJob, result: dict | None) -> None:
+        results[job] = result
+        if result and "error" not in result:
+            counts["trials"] += result["n_trials"]
+            counts["trial_time_s"] += result["trial_time_s"]
             if verbose:
-                ok = columns["labels"][-1]
-                print(f"{model_id} view {v}: {len(target)} target points, {na} analytic "
-                      f"({int(ok[:na].sum())} held), {npert} perturbed ({int(ok[na:].sum())} held); "
-                      f"{n_trials / max(trial_time_s, 1e-9):.1f} trials/s", flush=True)
-    env.close()
-    if not columns["labels"]:
+                print(f"{result['message']}; {counts['trials'] / max(counts['trial_time_s'], 1e-9):.1f} trials/s",
+                      flush=True)
+        elif result and verbose:
+            print(f"{job.model_id} view {job.view}: lost ({result['error']})", flush=True)
+
+    worker = GraspViewWorker(config, ids)
+    try:
+        (backend or InProcess()).run(jobs, worker, on_result, lost=_lost_view, max_retries=3)
+    finally:
+        worker.close()
+    views = [results[job]["columns"] for job in jobs if results.get(job) and "error" not in results[job]]
+    lost = [f"{job.model_id} view {job.view}" for job in jobs if results.get(job) and "error" in results[job]]
+    if not views:
         raise RuntimeError("generate_grasp_data: no view gave a grasp candidate")
-    data = {k: np.concatenate(v) for k, v in columns.items()}
+    data = {k: np.concatenate([view[k] for view in views]) for k in views[0]}
     data["crops"] = data["crops"].astype(np.float32)
     labels = data["labels"]
+    n_trials, trial_time_s = counts["trials"], counts["trial_time_s"]
     meta = {
         "generator": "handleit.harness.grasp_data", "task": "PickObject", "command": command,
         "config": asdict(config), "model_ids": ids, "n_grasps": len(labels), "n_success": int(labels.sum()),
@@ -430,6 +481,8 @@ def generate_grasp_data(config: GenerationConfig, out: str | Path | None = None,
         "wall_time_s": round(time.perf_counter() - start, 1),
         "crop": {"n_points": config.n_points, "frame": "G", "units": "m"},
     }
+    if lost:
+        meta["lost_views"] = lost
     data["meta"] = meta
     if out is not None:
         extras = {k: v for k, v in data.items() if k not in ("crops", "labels", "meta")}
@@ -508,6 +561,7 @@ def add_commands(subparsers) -> None:
     gen.add_argument("--perturbed-per-view", type=int, default=defaults.perturbed_per_view,
                      help="near misses (1-2 cm, 10-25 degrees off an analytic candidate) tried per view")
     gen.add_argument("--out", required=True, help="the .npz to write")
+    add_executor_arguments(gen, default_workers=1)
     gen.set_defaults(func=_grasp_data_command)
 
     train = subparsers.add_parser("train-grasp-scorer", help="train the learned grasp scorer on grasp data; "
@@ -533,7 +587,11 @@ def _command_line() -> str:
 def _grasp_data_command(args) -> int:
     config = GenerationConfig(split=args.split, objects=args.objects, views=args.views, seed=args.seed,
                               analytic_per_view=args.analytic_per_view, perturbed_per_view=args.perturbed_per_view)
-    data = generate_grasp_data(config, args.out, verbose=True, command=_command_line())
+    backend = backend_of_args(args, in_process_when_one=True)
+    try:
+        data = generate_grasp_data(config, args.out, verbose=True, command=_command_line(), backend=backend)
+    finally:
+        close_backend(backend)
     meta = data["meta"]
     print(f"wrote {args.out}: {meta['n_grasps']} grasps ({meta['n_success']} held, "
           f"{meta['n_success'] / meta['n_grasps']:.1%}) from {meta['n_views']} views; {meta['trials_per_s']} "

@@ -56,6 +56,7 @@ LAZY_DEPENDENCIES = {
     "open3d": "~1 s; a few point-cloud functions use it",
     "coacd": "optional: convex decomposition of user meshes, when installed",
     "matplotlib": "only the comparison chart",
+    "ray": "optional: the executor's cluster back end (handleit eval --ray), ~1 s to import",
     "rospy": "optional system package (Debian's ROS 1), importable after harness.ros_env.add_ros_to_path",
     "rosgraph": "ROS 1, as rospy",
     "geometry_msgs": "ROS 1, as rospy",
