@@ -93,6 +93,10 @@ def _key(record: dict) -> tuple:
             record["model_id"], record["segmenter"], record["perturb"])
 
 
+# Behind the slow marker: Ray 2.60's own servers (GCS, raylets, agents) listen on the wildcard address, not on the
+# loopback addresses the cluster is given and advertises, and this project's default tests start only servers that
+# listen on loopback. Run it with `pytest -m slow tests/test_ray_executor.py` where that is acceptable.
+@pytest.mark.slow
 def test_an_evaluation_survives_a_lost_node_and_a_killed_driver(cluster, tmp_path):
     episodes, max_steps = 10, 150
     out = tmp_path / "ray"
