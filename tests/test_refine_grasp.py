@@ -19,22 +19,25 @@ from tests.helpers import make_env
 REFINE = "refine grasp (close views)"
 
 
-def run_until_refined(perturbation: str | None, seed: int = 1, max_steps: int = 160):
-    env = make_env(task="OpenCabinetDrawer", obs_mode="pointcloud", sensor_perturbation=perturbation)
+def run_until_corrected(task: str, node_name: str, perturbation: str | None, seed: int, max_steps: int):
+    """Run ``task``'s tree until the node ``node_name`` succeeds: (node, the grasp planned before that tick, solver)."""
+    env = make_env(task=task, obs_mode="pointcloud", sensor_perturbation=perturbation)
     robot = SimRobot(env)
     obs = robot.reset(seed=seed)
-    solver = make_tree_solver("OpenCabinetDrawer", robot.model)
+    solver = make_tree_solver(task, robot.model)
     solver.reset(obs)
-    node = next(n for n in solver.root.iterate() if n.name == REFINE)
-    planned = None
+    node = next(n for n in solver.root.iterate() if n.name == node_name)
     while robot.steps < max_steps:
-        if solver.bb.X_WG_grasp is not None and planned is None:
-            planned = np.array(solver.bb.X_WG_grasp)
+        planned = None if solver.bb.X_WG_grasp is None else np.array(solver.bb.X_WG_grasp)
         robot.act(solver.step(obs))
         obs = robot.observe()
         if node.status == Status.SUCCESS:
             return node, planned, solver
-    pytest.fail(f"{REFINE} did not run within {max_steps} steps (failed: {solver.tools.failure_reasons})")
+    pytest.fail(f"{node_name} did not run within {max_steps} steps (failed: {solver.tools.failure_reasons})")
+
+
+def run_until_refined(perturbation: str | None, seed: int = 1, max_steps: int = 160):
+    return run_until_corrected("OpenCabinetDrawer", REFINE, perturbation, seed, max_steps)
 
 
 def test_clean_cameras_keep_the_planned_grasp():
@@ -56,21 +59,7 @@ def test_noisy_and_miscalibrated_cameras_move_the_grasp():
 
 
 def run_pick_until_corrected(perturbation: str | None, seed: int = 4, max_steps: int = 200):
-    env = make_env(task="PickCube", obs_mode="pointcloud", sensor_perturbation=perturbation)
-    robot = SimRobot(env)
-    obs = robot.reset(seed=seed)
-    solver = make_tree_solver("PickCube", robot.model)
-    solver.reset(obs)
-    node = next(n for n in solver.root.iterate() if n.name == "correct grasp (hand seen)")
-    planned = None
-    while robot.steps < max_steps:
-        robot.act(solver.step(obs))
-        obs = robot.observe()
-        if solver.bb.X_WG_grasp is not None and node.status != Status.SUCCESS:
-            planned = np.array(solver.bb.X_WG_grasp)
-        if node.status == Status.SUCCESS:
-            return node, planned, solver
-    pytest.fail(f"the correction did not run within {max_steps} steps (failed: {solver.tools.failure_reasons})")
+    return run_until_corrected("PickCube", "correct grasp (hand seen)", perturbation, seed, max_steps)
 
 
 def test_pick_grasp_kept_on_calibrated_cameras_and_moved_on_miscalibrated_ones():
