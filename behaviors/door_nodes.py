@@ -21,11 +21,14 @@ from .common import JointReference, Skill
 # Kept between the base's origin and the handle's circle: the door's edge beyond the handle (3-7 cm) and
 # the base's footprint (torso box 0.3 x 0.2 m, body ~0.11 m from its axis).
 BASE_CLEARANCE_M = 0.3
-ARC_LEAD_RAD = 0.25  # how far the goal's position leads the door's measured angle along the arc
+# How far the goal's position leads the door's measured angle along the arc. 0.25 rad to 0.4 with the swing's
+# speed fraction 0.9 to 1.0 and the torso held: 12-18% shorter swings on 4 test doors, none lost.
+ARC_LEAD_RAD = 0.4
 REPLAN_STEPS = 4  # control steps between arc goals
 # IK weights (1/m^2, 1/rad^2) during the swing: the heavy base lags the arm, and a base that moves for every
 # arc goal drags the hand off the arc; the arm turns the hand, the base moves where the keep-out forces it.
-SWING_WEIGHTS = {"base_translation": 40.0, "base_rotation": 40.0}
+# The handle stays at one height: the torso (0.5 m/s, the slowest joint) is held, or it paces the whole move.
+SWING_WEIGHTS = {"base_translation": 40.0, "base_rotation": 40.0, "base_height": 2000.0}
 STALL_STEPS = 12  # control steps over which the door and the hand are checked for motion
 STALL_RAD = math.radians(1.5)  # turning less than this in STALL_STEPS is standing still
 MIN_OPEN_RAD = math.radians(45)  # a door standing still beyond this is taken to be at its stop
@@ -90,7 +93,7 @@ class SwingDoorOpen(Skill):
     slides on the handle, and a refit from a short path was worse than the geometric estimate, which is
     within ~5 mm on the bundled cabinets.)"""
 
-    def __init__(self, name, tools, speed_fraction=0.9):
+    def __init__(self, name, tools, speed_fraction=1.0):
         super().__init__(name, tools, reads=("observation", "tick", "hinge", "open_state", "reference"),
                          writes=("command", "hinge", "reference"))
         self.reference = JointReference(tools, speed_fraction)
