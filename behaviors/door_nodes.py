@@ -24,7 +24,12 @@ BASE_CLEARANCE_M = 0.3
 # How far the goal's position leads the door's measured angle along the arc. 0.25 rad to 0.4 with the swing's
 # speed fraction 0.9 to 1.0 and the torso held: 12-18% shorter swings on 4 test doors, none lost.
 ARC_LEAD_RAD = 0.4
+# The lead until the door has turned START_SWING_RAD. With 0.4 from the start 18 of 100 doors slipped out of the
+# gripper at 10-30% of their range in 200-step episodes (7 of 100 with 0.25 throughout); 0.25 here kept 3 such
+# train doors (seeds 9, 12, 25) from slipping, but is not measured on 50 episodes yet: not the default.
+START_LEAD_RAD, START_SWING_RAD = ARC_LEAD_RAD, math.radians(30)
 REPLAN_STEPS = 4  # control steps between arc goals
+SWING_SPEED_FRACTION = 1.0  # of the joints' velocity limits (0.9 before issue 17: 12-18% longer swings)
 # IK weights (1/m^2, 1/rad^2) during the swing: the heavy base lags the arm, and a base that moves for every
 # arc goal drags the hand off the arc; the arm turns the hand, the base moves where the keep-out forces it.
 # The handle stays at one height: the torso (0.5 m/s, the slowest joint) is held, or it paces the whole move.
@@ -93,10 +98,10 @@ class SwingDoorOpen(Skill):
     slides on the handle, and a refit from a short path was worse than the geometric estimate, which is
     within ~5 mm on the bundled cabinets.)"""
 
-    def __init__(self, name, tools, speed_fraction=1.0):
+    def __init__(self, name, tools, speed_fraction=None):
         super().__init__(name, tools, reads=("observation", "tick", "hinge", "open_state", "reference"),
                          writes=("command", "hinge", "reference"))
-        self.reference = JointReference(tools, speed_fraction)
+        self.reference = JointReference(tools, SWING_SPEED_FRACTION if speed_fraction is None else speed_fraction)
 
     def initialise(self):
         self.started = False
@@ -142,7 +147,8 @@ class SwingDoorOpen(Skill):
             # it), its orientation is the door's own (a hand turned ahead of the door would twist a thin
             # handle between the pads until it springs out).
             goal = hinge_arc(self.X_WG0, p_W, axis, door, 1)[-1]
-            goal[:3, 3] = hinge_arc(self.X_WG0, p_W, axis, door + ARC_LEAD_RAD, 1)[-1][:3, 3]
+            lead = START_LEAD_RAD if door < START_SWING_RAD else ARC_LEAD_RAD
+            goal[:3, 3] = hinge_arc(self.X_WG0, p_W, axis, door + lead, 1)[-1][:3, 3]
             result = tools.ik.solve(obs.qpos, {side: goal}, base_keep_out=(p_W, r + BASE_CLEARANCE_M),
                                     position_tolerance_m=0.01, angle_tolerance_rad=0.05, weights=SWING_WEIGHTS)
             if result.success:

@@ -6,12 +6,18 @@ reached, the gripper closed), then the step the episode ended and whether it suc
 per-episode rows and the medians. This is how the 200-step budget of the challenge is spent.
 
     python benchmarks/phase_steps.py [--task OpenCabinetDoor|OpenCabinetDrawer|PushChair|MoveBucket]
-        [--split test] [--episodes 10] [--max-steps 200]
+        [--split test] [--episodes 10] [--max-steps 200] [--set door_nodes.ARC_LEAD_RAD=0.25 ...]
+
+``--set MODULE.NAME=VALUE`` overrides a constant of a module of handleit.behaviors for the run (VALUE is read as
+JSON), to measure one change at a time: e.g. the door swing's ``door_nodes.ARC_LEAD_RAD``,
+``door_nodes.SWING_SPEED_FRACTION`` or ``door_nodes.SWING_WEIGHTS``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 
 import numpy as np
 from py_trees.common import Status
@@ -40,15 +46,32 @@ def run(task: str, episodes: int, max_steps: int, seed: int, split: str = "test"
         solver.reset(observation)
         nodes = [n for n in solver.root.iterate() if n.name in PHASES[task]]
         first: dict[str, int] = {}
+        failed: list[str] = []
         while not robot.done:
             robot.act(solver.step(observation))
             observation = robot.observe()
+            node = getattr(solver, "failed_node", None)
+            if node and (not failed or failed[-1] != node):
+                failed.append(node)
             for node in nodes:
                 if node.status == Status.SUCCESS and node.name not in first:
                     first[node.name] = robot.steps
         rows.append({"seed": seed + episode, **first, "end": robot.steps,
-                     "success": bool(robot.info.get("success", False))})
+                     "success": bool(robot.info.get("success", False)), "failed": failed})
     return rows
+
+
+def apply_overrides(settings: list[str]) -> None:
+    """``MODULE.NAME=VALUE`` (VALUE as JSON): set the constant NAME of handleit.behaviors.MODULE."""
+    for setting in settings:
+        target, _, value = setting.partition("=")
+        module_name, _, name = target.rpartition(".")
+        if not value or not module_name:
+            raise SystemExit(f"--set {setting!r}: expected MODULE.NAME=VALUE")
+        module = importlib.import_module(f"handleit.behaviors.{module_name}")
+        if not hasattr(module, name):
+            raise SystemExit(f"--set {setting!r}: handleit.behaviors.{module_name} has no {name}")
+        setattr(module, name, json.loads(value))
 
 
 def main() -> None:
@@ -58,14 +81,17 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--max-steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                        help="override a constant of handleit.behaviors.MODULE (VALUE as JSON); repeatable")
     args = parser.parse_args()
+    apply_overrides(args.set)
     rows = run(args.task, args.episodes, args.max_steps, args.seed, args.split)
     columns = (*PHASES[args.task], "end")
     print(f"{args.task}, {args.split} split, {args.max_steps}-step episodes: first step each phase succeeded")
     print(f"{'seed':>5} " + " ".join(f"{c[:14]:>14}" for c in columns) + f" {'success':>8}")
     for row in rows:
         cells = " ".join(f"{row[c] if c in row else '-':>14}" for c in columns)
-        print(f"{row['seed']:>5} {cells} {row['success']!s:>8}")
+        print(f"{row['seed']:>5} {cells} {row['success']!s:>8}  {', '.join(row['failed'])}")
     medians = []
     for c in columns:
         values = [row[c] for row in rows if c in row]
@@ -74,6 +100,7 @@ def main() -> None:
     closed = [row["end"] - row["close gripper"] for row in rows if "close gripper" in row and row["success"]]
     if closed and args.task.startswith("OpenCabinet"):
         print(f"steps from the gripper closed to success (successful episodes): median {np.median(closed):.0f}")
+    print(f"success: {sum(row['success'] for row in rows)}/{len(rows)}")
 
 
 if __name__ == "__main__":
