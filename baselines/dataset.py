@@ -82,7 +82,7 @@ class DemoData:
 
 
 def load_demo_data(paths: str | Path | list, max_trajectories: int | None = None,
-                   terminal_labels: bool = True) -> DemoData:
+                   terminal_labels: bool = True, episode_ids: list[int] | None = None) -> DemoData:
     """Read demonstration files of one task (``<task>.h5`` with its ``<task>.json``); trajectories that never
     succeed are skipped. ``ValueError`` for another controller than ``normalized_joint_vel`` (the policy
     solver's), a file without episodes, or missing entries.
@@ -91,12 +91,13 @@ def load_demo_data(paths: str | Path | list, max_trajectories: int | None = None
     state it succeeded in; recorders since issue 18), add it as one more transition: that observation, that
     action, reward 1, terminated, and itself as the next observation (absorbing). Without it no
     demonstration shows what to do once the task is done, and a policy that reaches the goal a step late has
-    never seen its state (docs/benchmarks.md, "Pipeline check (issue 18)")."""
+    never seen its state (docs/benchmarks.md, "Pipeline check (issue 18)"). ``episode_ids``: only these
+    demonstrations (``traj_<id>``; with several files, the ids of each)."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     for p in paths:
         if not Path(p).exists():
             raise FileNotFoundError(f"no demonstration file {p}")
-    ds = DemoDataset(paths, max_episodes=max_trajectories)
+    ds = DemoDataset(paths, max_episodes=max_trajectories, episode_ids=episode_ids)
     info = ds.env_info
     if info.get("control_mode", POLICY_CONTROL_MODE) != POLICY_CONTROL_MODE:
         raise ValueError(f"{paths[0]} holds {info['control_mode']!r} actions; the policies act through "

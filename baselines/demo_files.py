@@ -134,18 +134,26 @@ def load_demo_info(path: Path | str) -> dict:
     return json.loads(sidecar.read_text())
 
 
-def iter_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None) -> Iterator[dict]:
+def iter_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None,
+               episode_ids: list[int] | None = None) -> Iterator[dict]:
     """Yield the episodes of a demo file in order, as numpy arrays::
 
         {"episode": JSON entry, "obs": {"pointcloud": {...}, "agent": {...}, "extra": {...}},
          "actions": [T, A], "rewards": [T], "success": [T], "terminated": [T], "truncated": [T]}
 
     ``load_pointcloud=False`` skips the point clouds (fast, for state-only uses). Only the episodes the JSON
-    lists are read: a group a cut-off run left behind is never returned.
+    lists are read: a group a cut-off run left behind is never returned. ``episode_ids``: only these (in file
+    order).
     """
     path = Path(path)
     info = load_demo_info(path)
-    episodes = info["episodes"][:max_episodes] if max_episodes is not None else info["episodes"]
+    episodes = info["episodes"]
+    if episode_ids is not None:
+        missing = set(episode_ids) - {e["episode_id"] for e in episodes}
+        if missing:
+            raise KeyError(f"{path} has no episodes {sorted(missing)}")
+        episodes = [e for e in episodes if e["episode_id"] in set(episode_ids)]
+    episodes = episodes[:max_episodes] if max_episodes is not None else episodes
     with h5py.File(path, "r") as f:
         for entry in episodes:
             yield _read_group(f[f"traj_{entry['episode_id']}"], entry, load_pointcloud)
@@ -182,7 +190,8 @@ class DemoDataset:
     ``terminal_actions``: the expert's action at the last observation of each episode whose file stores one.
     """
 
-    def __init__(self, paths: Path | str | list, load_pointcloud: bool = True, max_episodes: int | None = None):
+    def __init__(self, paths: Path | str | list, load_pointcloud: bool = True, max_episodes: int | None = None,
+                 episode_ids: list[int] | None = None):
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise ValueError("DemoDataset needs at least one demo file")
@@ -200,7 +209,7 @@ class DemoDataset:
             left = None if max_episodes is None else max_episodes - len(self.episodes)
             if left is not None and left <= 0:
                 break
-            for demo in iter_demos(path, load_pointcloud, left):
+            for demo in iter_demos(path, load_pointcloud, left, episode_ids):
                 T = len(demo["actions"])
                 obs_parts.append(demo["obs"])
                 for k in STEP_KEYS:

@@ -98,7 +98,11 @@ def _train(args: argparse.Namespace) -> int:
     data = load_demo_data(args.data, max_trajectories=args.max_demos, terminal_labels=args.terminal_labels)
     evaluate = None
     if args.eval_every:
-        evaluate = PolicyEvaluator(data, args.eval_split, args.eval_episodes, args.eval_max_steps, args.eval_seed)
+        try:
+            evaluate = PolicyEvaluator(data, args.eval_split, args.eval_episodes, args.eval_max_steps, args.eval_seed)
+        except ValueError as error:
+            print(f"handleit train: {error}")
+            return 2
     out = Path(args.out)
     if out.exists() and not args.resume:
         print(f"note: {out} exists and is replaced by a new run (--resume continues it instead)")

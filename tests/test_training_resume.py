@@ -97,3 +97,22 @@ def test_curves_hold_losses_and_evaluations_and_survive_a_resume(data, tmp_path)
     assert [int(r["step"]) for r in rows] == [3, 4, 6, 8, 9, 12]
     assert [r["eval_success"] for r in rows if r["eval_success"]] == [str(4 / 12), str(8 / 12), "1.0"]
     assert all(float(r["loss"]) > 0 for r in rows)
+
+
+def test_the_train_command_resumes_and_evaluates_on_seeds_apart_from_the_demonstrations(tmp_path, capsys):
+    from handleit.harness.cli import main
+
+    demos = write_synthetic_demos(tmp_path / "demos")  # PickCube layout; demonstration seeds 0-3, train split
+    out = tmp_path / "bc.pt"
+    common = ["train", "--algo", "bc", "--data", str(demos), "--out", str(out), "--config", "cpu_small",
+              "--set", "num_points=32", "--set", "point_mlp=16,32", "--set", "batch_size=8", "--steps", "6",
+              "--log-every", "2", "--eval-every", "3", "--eval-episodes", "1", "--eval-max-steps", "5"]
+    assert main([*common, "--eval-seed", "2"]) == 2  # seed 2 is a demonstration's
+    assert "demonstration seeds on the train split" in capsys.readouterr().out
+    assert main([*common, "--resume"]) == 0  # no checkpoint yet: starts afresh
+    rows = list(csv.DictReader(curve_paths(out)[0].open()))
+    evaluated = [r for r in rows if r["eval_success"]]
+    assert [int(r["step"]) for r in evaluated] == [3, 6]
+    assert all(r["eval_episodes"] == "1" and r["eval_seeds"] == "train 1000-1000" for r in evaluated)
+    assert main([*common, "--resume"]) == 0  # finished: nothing more to do
+    assert load_training_state(out)["trainer"]["steps_done"] == 6
