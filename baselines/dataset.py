@@ -66,9 +66,10 @@ class DemoData:
     def __len__(self) -> int:
         return len(self.actions)
 
-    def feature_spec(self, num_points: int, point_frame: str = "base", goal_cue_points: int = 0) -> FeatureSpec:
+    def feature_spec(self, num_points: int, point_frame: str = "base", goal_cue_points: int = 0,
+                     qvel: bool = True) -> FeatureSpec:
         return FeatureSpec(self.mask_names, self.dof, self.goal_W is not None, num_points, point_frame,
-                           goal_cue_points if self.goal_W is not None else 0)
+                           goal_cue_points if self.goal_W is not None else 0, qvel)
 
     def observation_batch(self, spec: FeatureSpec, obs: np.ndarray, rng: np.random.Generator):
         """Network inputs (points, state) for the observations at indices ``obs``."""

@@ -155,7 +155,7 @@ class TrainerBase:
     def __init__(self, data: DemoData, cfg: NetworkConfig, seed: int, device: torch.device):
         self.data, self.cfg, self.seed, self.device = data, cfg, seed, device
         self.rng = seed_everything(seed)  # before the networks are built: their initial weights depend on it
-        self.spec = data.feature_spec(cfg.num_points, cfg.point_frame, cfg.goal_cue_points)
+        self.spec = data.feature_spec(cfg.num_points, cfg.point_frame, cfg.goal_cue_points, cfg.state_qvel)
         self.steps_done = 0
 
     def modules(self) -> dict[str, torch.nn.Module]:
@@ -334,7 +334,7 @@ def _check_resumable(out: Path, state: dict | None, trainer: TrainerBase, data_p
         raise ValueError(f"{out}: training state version {state['version']} is newer than this code's")
     if state["algo"] != trainer.algo:
         raise ValueError(f"{out} holds a {state['algo']!r} run, not {trainer.algo!r}")
-    saved_cfg, saved_meta = state["config"], state["meta"]
+    saved_cfg, saved_meta = NetworkConfig.from_dict(state["config"]).to_dict(), state["meta"]
     if saved_cfg != trainer.cfg.to_dict():
         diff = sorted(k for k in saved_cfg if saved_cfg[k] != trainer.cfg.to_dict().get(k))
         raise ValueError(f"cannot resume {out}: its config differs in {diff}; resume with the same --config, "

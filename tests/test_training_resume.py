@@ -116,3 +116,11 @@ def test_the_train_command_resumes_and_evaluates_on_seeds_apart_from_the_demonst
     assert all(r["eval_episodes"] == "1" and r["eval_seeds"] == "train 1000-1000" for r in evaluated)
     assert main([*common, "--resume"]) == 0  # finished: nothing more to do
     assert load_training_state(out)["trainer"]["steps_done"] == 6
+
+
+def test_a_policy_without_joint_velocities_in_its_state_trains_and_loads(data, tmp_path):
+    cfg = dataclasses.replace(TINY, steps=3, state_qvel=False)
+    result = train_bc(data, cfg, log=TrainLog(printer=None))
+    assert result.spec.state_dim == data.dof + 3  # qpos and the goal
+    loaded = load_checkpoint(result.save(tmp_path / "noqvel.pt", data))
+    assert loaded.spec.qvel is False and loaded.actor.state_norm.mean.shape == (data.dof + 3,)
