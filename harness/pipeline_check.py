@@ -35,11 +35,17 @@ class Rollout:
     action_mse: list[float] = field(default_factory=list)  # per step, policy against recorded action
 
 
+_ENVS: dict[tuple, object] = {}  # one env per (task, split, horizon, controller) in a process: building one takes seconds
+
+
 def _robot_for(demo_path: Path, demo: dict, max_steps: int | None = None) -> tuple[SimRobot, dict]:
     info = load_demo_info(demo_path)["env_info"]
-    env = handleit.envs.make(info["task"], obs_mode="pointcloud", split=demo["episode"].get("split", "train"),
-                             max_episode_steps=max_steps or info["max_episode_steps"], control_mode=info["control_mode"])
-    return SimRobot(env), info
+    key = (info["task"], demo["episode"].get("split", "train"), max_steps or info["max_episode_steps"],
+           info["control_mode"])
+    if key not in _ENVS:
+        _ENVS[key] = handleit.envs.make(key[0], obs_mode="pointcloud", split=key[1], max_episode_steps=key[2],
+                                        control_mode=key[3])
+    return SimRobot(_ENVS[key]), info
 
 
 def _reset(robot: SimRobot, demo: dict):
