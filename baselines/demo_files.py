@@ -139,7 +139,8 @@ def iter_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int
     """Yield the episodes of a demo file in order, as numpy arrays::
 
         {"episode": JSON entry, "obs": {"pointcloud": {...}, "agent": {...}, "extra": {...}},
-         "actions": [T, A], "rewards": [T], "success": [T], "terminated": [T], "truncated": [T]}
+         "actions": [T, A], "rewards": [T], "success": [T], "terminated": [T], "truncated": [T],
+         "terminal_action": [A] or None (files recorded before issue 18)}
 
     ``load_pointcloud=False`` skips the point clouds (fast, for state-only uses). Only the episodes the JSON
     lists are read: a group a cut-off run left behind is never returned. ``episode_ids``: only these (in file
