@@ -8,11 +8,19 @@ A checkpoint is ``torch.save`` of a dict (loadable with ``weights_only=True``):
 - ``feature_spec``: the :class:`~handleit.baselines.features.FeatureSpec` (masks, frame, point count, dof);
 - ``action_dim``, ``gaussian`` (the actor's head), ``actor`` (its ``state_dict``, with the state
   normalizer's mean and std as buffers), ``critic`` (TD3+BC only);
-- ``meta``: task, data file, trajectories, steps, wall time, final losses.
+- ``meta``: task, data file, trajectories, steps, wall time, final losses;
+- ``training`` (checkpoints of ``handleit train``, since issue 18): what a stopped run needs to go on exactly
+  (:func:`~handleit.baselines.training.run_training`): every network, optimizer and schedule state, the step
+  count, the random generators' states, the loss history and the evaluations. :func:`load_training_state`
+  reads it; :func:`load_checkpoint` ignores it.
+
+Checkpoints are written atomically: to a temporary file in the same folder, flushed to disk, then
+``os.replace``-d over the old one, so that a stop at any moment leaves the previous checkpoint or the new one.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,7 +60,7 @@ class LoadedPolicy:
 
 
 def save_checkpoint(path: str | Path, algo: str, cfg: NetworkConfig, spec: FeatureSpec, actor: Actor,
-                    critic: TwinCritic | None = None, meta: dict | None = None) -> Path:
+                    critic: TwinCritic | None = None, meta: dict | None = None, training: dict | None = None) -> Path:
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}; choose one of {ALGORITHMS}")
     path = Path(path)
@@ -69,15 +77,27 @@ def save_checkpoint(path: str | Path, algo: str, cfg: NetworkConfig, spec: Featu
         "critic": None if critic is None else critic.state_dict(),
         "meta": dict(meta or {}),
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)  # never a half-written checkpoint
+    if training is not None:
+        payload["training"] = training
+    write_atomically(path, lambda f: torch.save(payload, f))
     return path
 
 
-def load_checkpoint(path: str | Path) -> LoadedPolicy:
-    """The actor of a checkpoint, in eval mode on the CPU; ``ValueError`` when the file is not one."""
-    path = Path(path)
+def write_atomically(path: Path, write) -> None:
+    """``write(file)`` into a temporary file beside ``path``, flushed to disk, then renamed over ``path``
+    (``os.replace`` is atomic within a file system): readers see the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read_payload(path: Path) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint {path}")
     try:
@@ -89,6 +109,22 @@ def load_checkpoint(path: str | Path) -> LoadedPolicy:
     if payload.get("version", 0) > CHECKPOINT_VERSION:
         raise ValueError(f"{path}: checkpoint version {payload['version']} is newer than this code's "
                          f"{CHECKPOINT_VERSION}")
+    return payload
+
+
+def load_training_state(path: str | Path) -> dict | None:
+    """The training state of a checkpoint (``training``, with its ``config`` and ``meta``), or None when it
+    has none (a checkpoint written before issue 18)."""
+    payload = _read_payload(Path(path))
+    if payload.get("training") is None:
+        return None
+    return {**payload["training"], "config": payload["config"], "meta": payload.get("meta", {})}
+
+
+def load_checkpoint(path: str | Path) -> LoadedPolicy:
+    """The actor of a checkpoint, in eval mode on the CPU; ``ValueError`` when the file is not one."""
+    path = Path(path)
+    payload = _read_payload(path)
     cfg = NetworkConfig.from_dict(payload["config"])
     spec_values = dict(payload["feature_spec"])
     spec_values["mask_names"] = tuple(spec_values["mask_names"])

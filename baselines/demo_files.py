@@ -19,6 +19,7 @@ HDF5, one group ``traj_<i>`` per kept episode (T control steps)::
     actions                    [T, A]      float32   the env action actually sent (env_info.control_mode)
     rewards                    [T]         float32   the env's sparse reward
     success, terminated, truncated [T]     bool
+    terminal_action            [A]         float32   the expert's action at obs[T], not executed (optional)
 
 Entry t of ``obs`` is the observation before ``actions[t]``; entry T the last one. The point cloud is the
 env's fused cloud after dropping invalid pixels (and, with ``min_height_m``, points at or below that height in
@@ -50,6 +51,7 @@ DEFAULT_POINTS = 1200  # ManiSkill2 Appendix F.3
 DEFAULT_MIN_HEIGHT_M = 0.005
 FORMAT = "handleit-demos/1"
 STEP_KEYS = ("actions", "rewards", "success", "terminated", "truncated")  # [T] datasets of every group
+TERMINAL_ACTION_KEY = "terminal_action"  # [A]: the expert's label for the last observation (files since issue 18)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -132,18 +134,27 @@ def load_demo_info(path: Path | str) -> dict:
     return json.loads(sidecar.read_text())
 
 
-def iter_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None) -> Iterator[dict]:
+def iter_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None,
+               episode_ids: list[int] | None = None) -> Iterator[dict]:
     """Yield the episodes of a demo file in order, as numpy arrays::
 
         {"episode": JSON entry, "obs": {"pointcloud": {...}, "agent": {...}, "extra": {...}},
-         "actions": [T, A], "rewards": [T], "success": [T], "terminated": [T], "truncated": [T]}
+         "actions": [T, A], "rewards": [T], "success": [T], "terminated": [T], "truncated": [T],
+         "terminal_action": [A] or None (files recorded before issue 18)}
 
     ``load_pointcloud=False`` skips the point clouds (fast, for state-only uses). Only the episodes the JSON
-    lists are read: a group a cut-off run left behind is never returned.
+    lists are read: a group a cut-off run left behind is never returned. ``episode_ids``: only these (in file
+    order).
     """
     path = Path(path)
     info = load_demo_info(path)
-    episodes = info["episodes"][:max_episodes] if max_episodes is not None else info["episodes"]
+    episodes = info["episodes"]
+    if episode_ids is not None:
+        missing = set(episode_ids) - {e["episode_id"] for e in episodes}
+        if missing:
+            raise KeyError(f"{path} has no episodes {sorted(missing)}")
+        episodes = [e for e in episodes if e["episode_id"] in set(episode_ids)]
+    episodes = episodes[:max_episodes] if max_episodes is not None else episodes
     with h5py.File(path, "r") as f:
         for entry in episodes:
             yield _read_group(f[f"traj_{entry['episode_id']}"], entry, load_pointcloud)
@@ -161,7 +172,8 @@ def read_demo(path: Path | str, episode_id: int, load_pointcloud: bool = True) -
 def _read_group(group, entry: dict, load_pointcloud: bool) -> dict:
     obs = {section: {k: v[()] for k, v in group["obs"][section].items()}
            for section in group["obs"] if load_pointcloud or section != "pointcloud"}
-    return {"episode": entry, "obs": obs, **{k: group[k][()] for k in STEP_KEYS}}
+    terminal = group[TERMINAL_ACTION_KEY][()] if TERMINAL_ACTION_KEY in group else None
+    return {"episode": entry, "obs": obs, **{k: group[k][()] for k in STEP_KEYS}, TERMINAL_ACTION_KEY: terminal}
 
 
 def load_demos(path: Path | str, load_pointcloud: bool = True, max_episodes: int | None = None) -> list[dict]:
@@ -175,15 +187,18 @@ class DemoDataset:
     ``obs``: nested dict of arrays over every stored observation (T+1 per episode, concatenated);
     transition n goes from ``obs[...][obs_index[n]]`` to ``obs[...][next_obs_index[n]]`` with
     ``actions[n]``, ``rewards[n]``, ``dones[n]`` (the env terminated: success; a time-limit end is in
-    ``truncated``, not a done) and ``episode_of[n]`` (index into ``episodes``).
+    ``truncated``, not a done) and ``episode_of[n]`` (index into ``episodes``). ``terminal_obs_index`` and
+    ``terminal_actions``: the expert's action at the last observation of each episode whose file stores one.
     """
 
-    def __init__(self, paths: Path | str | list, load_pointcloud: bool = True, max_episodes: int | None = None):
+    def __init__(self, paths: Path | str | list, load_pointcloud: bool = True, max_episodes: int | None = None,
+                 episode_ids: list[int] | None = None):
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise ValueError("DemoDataset needs at least one demo file")
         self.env_info = load_demo_info(paths[0])["env_info"]
         obs_parts, steps = [], {k: [] for k in (*STEP_KEYS, "obs_index", "episode_of")}
+        terminal_index, terminal_actions = [], []
         self.episodes: list[dict] = []
         offset = 0
         for path in paths:
@@ -195,13 +210,16 @@ class DemoDataset:
             left = None if max_episodes is None else max_episodes - len(self.episodes)
             if left is not None and left <= 0:
                 break
-            for demo in iter_demos(path, load_pointcloud, left):
+            for demo in iter_demos(path, load_pointcloud, left, episode_ids):
                 T = len(demo["actions"])
                 obs_parts.append(demo["obs"])
                 for k in STEP_KEYS:
                     steps[k].append(demo[k])
                 steps["obs_index"].append(offset + np.arange(T))
                 steps["episode_of"].append(np.full(T, len(self.episodes)))
+                if demo[TERMINAL_ACTION_KEY] is not None:
+                    terminal_index.append(offset + T)
+                    terminal_actions.append(np.asarray(demo[TERMINAL_ACTION_KEY], np.float32).reshape(-1))
                 self.episodes.append(demo["episode"])
                 offset += T + 1
         if not self.episodes:
@@ -216,6 +234,10 @@ class DemoDataset:
         self.obs_index = np.concatenate(steps["obs_index"])
         self.next_obs_index = self.obs_index + 1
         self.episode_of = np.concatenate(steps["episode_of"])
+        # The expert's labels of the last observations (files that have them): obs index [K], actions [K, A].
+        self.terminal_obs_index = np.asarray(terminal_index, dtype=np.int64)
+        self.terminal_actions = (np.stack(terminal_actions) if terminal_actions
+                                 else np.zeros((0, self.actions.shape[1]), np.float32))
 
     def __len__(self) -> int:
         return len(self.actions)

@@ -17,7 +17,7 @@ Frames (monogram notation): W the world, B the robot's base (``base_pose``), T t
 Per point (``[P, C]``, float32): ``xyz`` in F (m), ``rgb / 255``, one 0/1 channel per mask in
 ``FeatureSpec.mask_names``, and, with goal cue points, a ``goal`` channel. Goal cue points (ManiSkill2 F.3:
 "50 green points around the goal position") are drawn uniformly in a ball of ``GOAL_CUE_RADIUS_M`` around
-the goal and appended green. The state (``[S]``): ``qpos``, ``qvel`` (m, rad; m/s, rad/s) and, where the
+the goal and appended green. The state (``[S]``): ``qpos``, ``qvel`` (m, rad; m/s, rad/s; ``FeatureSpec.qvel``) and, where the
 task gives one, the goal position in F (m). Normalization of the state is the network's business
 (:class:`~handleit.baselines.networks.Normalizer`), not this module's.
 """
@@ -45,6 +45,9 @@ class FeatureSpec:
     num_points: int = 1200  # points fed to the network per step (ManiSkill2 F.3: 1200)
     point_frame: str = "base"  # "base" or "tcp": the frame F of the points and the goal
     goal_cue_points: int = 0  # green points sampled around the goal (0: none; ManiSkill2 F.3 uses 50)
+    # Joint velocities in the state. With the velocity controller qvel_t is the previous action times the limit,
+    # so a network can copy it instead of reading the scene ("copycat", Wen et al. 2020); False leaves it out.
+    qvel: bool = True
 
     def __post_init__(self):
         if self.point_frame not in POINT_FRAMES:
@@ -60,7 +63,7 @@ class FeatureSpec:
 
     @property
     def state_dim(self) -> int:
-        return 2 * self.dof + (3 if self.has_goal else 0)
+        return (2 if self.qvel else 1) * self.dof + (3 if self.has_goal else 0)
 
     @property
     def group_masks(self) -> tuple[str, ...]:
@@ -136,9 +139,9 @@ def batch_features(
 
 
 def state_features(spec: FeatureSpec, qpos, qvel, base_pose, tcp_pose, goal_W) -> np.ndarray:
-    """[B, state_dim] float32: qpos, qvel and (where the task has one) the goal in frame F; arguments as in
-    :func:`batch_features`."""
-    state = [np.asarray(qpos, dtype=np.float64), np.asarray(qvel, dtype=np.float64)]
+    """[B, state_dim] float32: qpos, qvel (unless ``spec.qvel`` is False) and (where the task has one) the goal
+    in frame F; arguments as in :func:`batch_features`."""
+    state = [np.asarray(qpos, dtype=np.float64)] + ([np.asarray(qvel, dtype=np.float64)] if spec.qvel else [])
     if spec.has_goal:
         if goal_W is None:
             raise ValueError("this policy was trained with a goal position; the observation has none")

@@ -46,6 +46,7 @@ class NetworkConfig:
     num_points: int = 1200  # points per step fed to the network (a random subset of the recorded ones)
     point_frame: str = "base"  # see features.py
     goal_cue_points: int = 0
+    state_qvel: bool = True  # joint velocities in the state (features.FeatureSpec.qvel)
     # training
     batch_size: int = 64
     lr: float = 3e-4  # ManiSkill2 F.8 (Adam)

@@ -33,6 +33,7 @@ from handleit.baselines.demo_files import (
     DEFAULT_POINTS,
     FORMAT,
     STEP_KEYS,
+    TERMINAL_ACTION_KEY,
     demo_obs_of_env_obs,
 )
 from handleit.harness.evaluation import _sole_writer, episode_specs
@@ -66,6 +67,9 @@ class EpisodeData:
     success: list[bool] = field(default_factory=list)
     terminated: list[bool] = field(default_factory=list)
     truncated: list[bool] = field(default_factory=list)
+    # The expert's action at the last observation (obs[T]), never executed (the episode ended there): its label
+    # for the state it succeeded in, usually "hold still". None when not queried (a failed rollout).
+    terminal_action: np.ndarray | None = None
 
     def add_step(self, action, reward, success, terminated, truncated, next_obs) -> None:
         self.actions.append(np.asarray(action, np.float32))
@@ -89,6 +93,8 @@ class EpisodeData:
         group.create_dataset("rewards", data=np.asarray(self.rewards, np.float32))
         for key in ("success", "terminated", "truncated"):
             group.create_dataset(key, data=np.asarray(getattr(self, key), bool))
+        if self.terminal_action is not None:
+            group.create_dataset(TERMINAL_ACTION_KEY, data=np.asarray(self.terminal_action, np.float32).reshape(-1))
         group.attrs["episode"] = json.dumps(self.meta)
 
 
@@ -340,6 +346,10 @@ def record_episode(spec, options: RecordOptions) -> dict:
             meta["failed_node"] = getattr(solver, "failed_node", None) or "timeout"
         meta["wall_time_s"] = round(time.perf_counter() - start, 3)
         if meta["success"]:
+            # One more tick of the expert on the final observation: its action there (a hold), for the policies to
+            # learn what to do once the task is done; without it a policy that reaches the goal a step late, or
+            # moving, has never seen that state labelled (issue 18's one-demonstration check).
+            episode.terminal_action = robot.action_of(solver.step(observation))
             name = f"{spec.split}-{spec.seed}-{spec.model_id}.h5"
             if options.inline_parts:
                 with tempfile.TemporaryDirectory() as tmp:
