@@ -227,6 +227,8 @@ def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: 
     elif split.startswith(OBJECT_PREFIX):
         if task not in CABINET_PART_KINDS:
             raise ValueError(f"models from disk (--object) are for {' and '.join(CABINET_PART_KINDS)}, not {task}")
+        if split_perturbation(canonical_perturbation(perturb))[0] is not None:
+            raise ValueError("models from disk (--object) run in lockstep only, not with real-time perturbations")
         links = object_targets(model_urdfs(split[len(OBJECT_PREFIX):]), CABINET_PART_KINDS[task], target_link)
         chosen = [episode_target(links, i) for i in range(episodes)]
         ids, targets = [m for m, _ in chosen], [link for _, link in chosen]

@@ -253,3 +253,10 @@ def test_the_drawer_tree_opens_the_mesh_cabinet_as_it_opens_the_original(tmp_pat
     original = _episode(cabinet_urdf("drawer-test-008"), "OpenCabinetDrawer", "link_1", seed, 400)
     assert mesh[0] and original[0], (mesh, original)
     assert abs(mesh[1] - original[1]) <= 60, (mesh, original)  # steps to success: within 0.6 s
+
+
+def test_models_from_disk_are_for_the_cabinet_tasks_in_lockstep(exported):
+    with pytest.raises(ValueError, match="models from disk .* are for OpenCabinetDrawer and OpenCabinetDoor, not PushChair"):
+        episode_specs("PushChair", object_split(exported), 1, "bt", 200)
+    with pytest.raises(ValueError, match="lockstep only"):
+        episode_specs("OpenCabinetDoor", object_split(exported), 1, "bt", 200, perturb="latency=0.05,camera_hz=15")
