@@ -31,6 +31,7 @@ CONVEX_VOLUME_FRACTION = 0.99  # a closed mesh filling this much of its convex h
 # come out in a handful of pieces, cheap to simulate.
 COACD_THRESHOLD = 0.05
 COACD_MAX_PIECES = 16
+MIN_PIECE_VOLUME_M3 = 1e-12
 
 
 def mesh_path(urdf_path: Path, filename: str) -> Path:
@@ -148,8 +149,15 @@ def _write_pieces(path: Path, folder: Path, number: int) -> list[str]:
     folder.mkdir(exist_ok=True)
     names = []
     for obj_index, mesh in enumerate(read_mesh_objects(path)):
-        for k, piece in enumerate(convex_pieces(mesh)):
+        try:
+            pieces = convex_pieces(mesh)
+        except Exception as e:  # noqa: BLE001 - qhull and CoACD raise many types for degenerate input
+            raise MeshLoadError(f"mesh does not load as collision geometry: {path}: {type(e).__name__}: {e}") from None
+        # A flat piece (no volume) is nothing PhysX can cook: left out.
+        for k, piece in enumerate(p for p in pieces if p.volume > MIN_PIECE_VOLUME_M3):
             name = f"collision/{number:03d}_{path.stem}_{obj_index:02d}_{k:02d}.obj"
             piece.export(folder.parent / name)
             names.append(name)
+    if not names:
+        raise MeshLoadError(f"mesh does not load as collision geometry: {path} encloses no volume")
     return names

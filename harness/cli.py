@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cabinets from disk instead of the bundled splits (OpenCabinetDrawer, OpenCabinetDoor): a "
                          "mobility.urdf, or a folder of model folders in PartNet-Mobility's layout "
                          "(<id>/mobility.urdf, <id>/textured_objs/*.obj, optional <id>/semantics.txt); episode i "
-                         "uses model i mod n, and each of its parts of the task's kind with a handle in turn")
+                         "uses model i mod n, and each of its parts of the task's kind with a handle in turn (replaces --split)")
     ev.add_argument("--target-link", metavar="NAME",
                     help="with --object: the link to open in every model (else every part with a handle in turn)")
     ev.add_argument("--episodes", type=int, default=50, help="episodes per task and split")

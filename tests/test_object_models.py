@@ -260,3 +260,4 @@ def test_models_from_disk_are_for_the_cabinet_tasks_in_lockstep(exported):
         episode_specs("PushChair", object_split(exported), 1, "bt", 200)
     with pytest.raises(ValueError, match="lockstep only"):
         episode_specs("OpenCabinetDoor", object_split(exported), 1, "bt", 200, perturb="latency=0.05,camera_hz=15")
+
