@@ -1,30 +1,30 @@
 """Loading an articulated object (PartNet-Mobility layout) as a task object, with checks that name the problem.
 
 PartNet-Mobility layout: a ``mobility.urdf`` whose movable parts are links attached by prismatic (drawer,
-slider) or revolute (door, hinge) joints; handles are visuals whose name contains ``handle``, as ManiSkill
-reads them. Any URDF in that layout can be the object of a cabinet task, with its target link named.
+slider) or revolute (door, hinge) joints; handles by its conventions (``object_models``): visuals whose name
+contains ``handle`` (``handle-5``), as ManiSkill reads them, and links labelled ``handle`` in ``semantics.txt``
+fixed to a part. Mesh-based models load through ``urdf_meshes`` (meshes checked, collision meshes made convex).
+Any URDF in that layout can be the object of a cabinet task, with its target link named.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import sapien
 
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
+from .object_model_errors import NoHandleError, ObjectFileNotFoundError, TargetLinkError, URDFError
+from .object_models import HANDLE_CONVENTION, is_handle_name, parse_urdf
+from .urdf_meshes import loadable_urdf, mesh_path
 
 PART_KINDS = {"drawer": "prismatic", "door": "revolute"}
 # SAPIEN names a revolute joint with finite limits "revolute_unwrapped".
 _JOINT_TYPES = {"drawer": ("prismatic",), "door": ("revolute", "revolute_unwrapped")}
 # Cabinet surfaces: ManiSkill loads PartNet-Mobility cabinets with friction 1.
 OBJECT_FRICTION = 1.0
-
-
-class URDFError(ValueError):
-    """A URDF that cannot be used: malformed, or missing files it references."""
 
 
 @dataclass
@@ -35,9 +35,15 @@ class MovablePart:
     joint: sapien.physx.PhysxArticulationJoint
     joint_index: int  # index among the articulation's active joints (qpos index)
     kind: str  # "drawer" or "door"
-    handle_shape_ids: np.ndarray  # render shapes whose visual name contains "handle"
-    link_shape_ids: np.ndarray  # all render shapes of the link (handle included)
+    handle_shape_ids: np.ndarray  # render shapes of its handle (module docstring)
+    link_shape_ids: np.ndarray  # all render shapes of the link and its handle links (handle included)
     q_range: tuple[float, float]
+    handle_links: list = field(default_factory=list)  # links labelled "handle" in semantics.txt, fixed to it
+
+    @property
+    def entities(self) -> list[sapien.Entity]:
+        """The part's link and its handle links."""
+        return [self.link.entity] + [h.entity for h in self.handle_links]
 
     @property
     def name(self) -> str:
@@ -45,27 +51,16 @@ class MovablePart:
 
 
 def check_urdf(path: str | Path) -> Path:
-    """Raise ``FileNotFoundError`` or ``URDFError`` unless ``path`` is a readable URDF whose meshes exist."""
+    """Raise ``ObjectFileNotFoundError`` or ``URDFError`` unless ``path`` is a readable URDF whose meshes exist."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"URDF not found: {path}")
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as e:
-        raise URDFError(f"malformed URDF {path}: {e}") from None
-    if root.tag != "robot":
-        raise URDFError(f"malformed URDF {path}: the root element is <{root.tag}>, expected <robot>")
-    if root.find("link") is None:
-        raise URDFError(f"URDF {path} defines no <link>")
+    root = parse_urdf(path)
     for mesh in root.iter("mesh"):
         filename = mesh.get("filename")
         if not filename:
             raise URDFError(f"URDF {path}: a <mesh> has no filename")
-        if filename.startswith("package://"):
-            raise URDFError(f"URDF {path}: package:// paths are not resolved here ({filename}); use relative paths")
-        mesh_path = Path(filename) if Path(filename).is_absolute() else path.parent / filename
-        if not mesh_path.is_file():
-            raise URDFError(f"URDF {path} references a mesh that does not exist: {mesh_path}")
+        if not mesh_path(path, filename).is_file():
+            raise ObjectFileNotFoundError(f"URDF {path} references a mesh that does not exist: "
+                                          f"{mesh_path(path, filename)}")
     return path
 
 
@@ -75,8 +70,8 @@ def load_articulated_object(scene: sapien.Scene, urdf_path: str | Path, scale: f
     loader = scene.create_urdf_loader()
     loader.fix_root_link = True
     loader.scale = scale
-    loader.load_multiple_collisions_from_file = True  # PartNet-Mobility ships convex decompositions
-    articulation = loader.load(str(urdf_path))
+    # Mesh collisions come as convex pieces, one <collision> each (urdf_meshes): SAPIEN keeps each as it is.
+    articulation = loader.load(str(loadable_urdf(urdf_path)))
     if articulation is None:
         raise URDFError(f"SAPIEN could not build an articulation from {urdf_path}")
     material = sapien.physx.PhysxMaterial(OBJECT_FRICTION, OBJECT_FRICTION, 0.0)
@@ -92,8 +87,20 @@ def _render_shapes(link) -> list:
     return [] if body is None else list(body.render_shapes)
 
 
-def movable_parts(articulation) -> list[MovablePart]:
-    """Every link driven by a prismatic or revolute joint with a finite range."""
+def _fixed_handle_links(link, handle_links: frozenset[str]) -> list:
+    """Links under ``link`` by fixed joints whose names are in ``handle_links``."""
+    found = []
+    for child in link.children:
+        if child.joint is not None and child.joint.type == "fixed":
+            if child.name in handle_links:
+                found.append(child)
+            found += _fixed_handle_links(child, handle_links)
+    return found
+
+
+def movable_parts(articulation, handle_links: frozenset[str] = frozenset()) -> list[MovablePart]:
+    """Every link driven by a prismatic or revolute joint with a finite range; ``handle_links``: links whose
+    visuals are all handle (``object_models.handle_link_names``)."""
     active = list(articulation.active_joints)
     parts = []
     for joint in active:
@@ -104,46 +111,54 @@ def movable_parts(articulation) -> list[MovablePart]:
         if not (np.isfinite(lower) and np.isfinite(upper)) or upper <= lower:
             continue
         shapes = _render_shapes(joint.child_link)
+        extra = _fixed_handle_links(joint.child_link, handle_links)
+        extra_shapes = [shape for h in extra for shape in _render_shapes(h)]
+        handle_ids = [s.per_scene_id for s in shapes if is_handle_name(s.name)] + [s.per_scene_id for s in extra_shapes]
         parts.append(
             MovablePart(
                 link=joint.child_link,
                 joint=joint,
                 joint_index=active.index(joint),
                 kind=kind,
-                handle_shape_ids=np.array([s.per_scene_id for s in shapes if "handle" in s.name], dtype=np.int64),
-                link_shape_ids=np.array([s.per_scene_id for s in shapes], dtype=np.int64),
+                handle_shape_ids=np.array(handle_ids, dtype=np.int64),
+                link_shape_ids=np.array([s.per_scene_id for s in shapes + extra_shapes], dtype=np.int64),
                 q_range=(lower, upper),
+                handle_links=extra,
             )
         )
     return parts
 
 
-def select_target(articulation, kind: str, link_name: str | None, rng: np.random.Generator) -> MovablePart:
-    """The named target part, or a random one of ``kind`` with a handle. Errors name what is wrong."""
+def select_target(articulation, kind: str, link_name: str | None, rng: np.random.Generator,
+                  handle_links: frozenset[str] = frozenset(), source: str | Path | None = None) -> MovablePart:
+    """The named target part, or a random one of ``kind`` with a handle. Errors name what is wrong and
+    ``source`` (the URDF's path) when given."""
     if kind not in PART_KINDS:
         raise ValueError(f"unknown part kind {kind!r}; choose one of {sorted(PART_KINDS)}")
-    parts = movable_parts(articulation)
+    parts = movable_parts(articulation, handle_links)
     candidates = [p for p in parts if p.kind == kind and len(p.handle_shape_ids) > 0]
-    name = articulation.name
+    name = f"{articulation.name!r}" + (f" ({source})" if source is not None else "")
     if link_name is None:
         if not candidates:
-            raise ValueError(f"object {name!r} has no {kind} with a handle (a visual whose name contains 'handle')")
+            raise NoHandleError(f"object {name} has no {kind} with a handle: looked for {HANDLE_CONVENTION}")
         return candidates[int(rng.integers(len(candidates)))]
 
     links = {l.name: l for l in articulation.links}
     if link_name not in links:
-        raise ValueError(f"object {name!r} has no link {link_name!r}; its links are {sorted(links)}")
+        raise TargetLinkError(f"object {name} has no link {link_name!r}; its links are {sorted(links)}")
     joint = links[link_name].joint
     expected = PART_KINDS[kind]
     if joint is None or joint.type not in _JOINT_TYPES[kind]:
         jtype = "none (root link)" if joint is None else joint.type
-        raise ValueError(
-            f"target link {link_name!r} of {name!r} is not a {kind}: its joint is {jtype}, a {kind} needs a "
-            f"{expected} joint. Links that qualify: {[p.name for p in candidates] or 'none'}"
+        openable = joint is not None and joint.type in _JOINT_TYPES["drawer"] + _JOINT_TYPES["door"]
+        raise TargetLinkError(
+            f"target link {link_name!r} of {name} is not a {kind}: its joint is {jtype}, a {kind} needs a "
+            f"{expected} joint{'' if openable else ' (this one is neither prismatic nor revolute)'}. Links that "
+            f"qualify: {[p.name for p in candidates] or 'none'}"
         )
     part = next((p for p in parts if p.name == link_name), None)
     if part is None:
-        raise ValueError(f"target link {link_name!r} of {name!r}: its {expected} joint has no finite range")
+        raise TargetLinkError(f"target link {link_name!r} of {name}: its {expected} joint has no finite range")
     if len(part.handle_shape_ids) == 0:
-        raise ValueError(f"target link {link_name!r} of {name!r} has no handle (no visual whose name contains 'handle')")
+        raise NoHandleError(f"target link {link_name!r} of {name} has no handle: looked for {HANDLE_CONVENTION}")
     return part

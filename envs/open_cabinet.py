@@ -18,6 +18,7 @@ import sapien
 from .articulated_object import MovablePart, check_urdf, load_articulated_object, select_target
 from .base_env import LinkSpeedMeter, MobileManipulationEnv, bundled_models, look_at, pick_model
 from .cabinet_generator import cabinet_ids, cabinet_urdf
+from .object_models import handle_link_names, model_urdfs
 from .target_prompts import shape_points_S, visual_bounds_W
 
 OPEN_FRACTION = 0.9  # success: opened to at least 90% of the range
@@ -30,14 +31,17 @@ ROBOT_YAW_NOISE_RAD = 0.05 * np.pi
 
 
 def _handle_center_L(part: MovablePart) -> np.ndarray:
-    """Centre of the handle's bounding box in the frame of its link."""
-    body = part.link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
+    """Centre of the handle's bounding box in the frame of its link (its handle links included)."""
+    X_WL = part.link.entity_pose.to_transformation_matrix()
     points = []
-    for shape in body.render_shapes:
-        if shape.per_scene_id not in part.handle_shape_ids:
-            continue
-        X = shape.local_pose.to_transformation_matrix()
-        points.append(shape_points_S(shape) @ X[:3, :3].T + X[:3, 3])
+    for entity in part.entities:
+        body = entity.find_component_by_type(sapien.render.RenderBodyComponent)
+        X_LE = np.linalg.solve(X_WL, entity.pose.to_transformation_matrix())
+        for shape in [] if body is None else body.render_shapes:
+            if shape.per_scene_id not in part.handle_shape_ids:
+                continue
+            X = X_LE @ shape.local_pose.to_transformation_matrix()
+            points.append(shape_points_S(shape) @ X[:3, :3].T + X[:3, 3])
     points = np.concatenate(points)
     return (points.min(0) + points.max(0)) / 2
 
@@ -58,12 +62,15 @@ class OpenCabinetEnv(MobileManipulationEnv):
         target_link: str | None = None,
         **kwargs,
     ):
-        """``split`` picks bundled cabinets; ``model_ids`` restricts them; ``urdf`` replaces them with any
-        PartNet-Mobility-style URDF, whose ``target_link`` may be named (else a random one of its parts of
-        this task's kind that has a handle is chosen per episode)."""
+        """``split`` picks bundled cabinets; ``model_ids`` restricts them; ``urdf`` replaces them with models in
+        PartNet-Mobility's layout: a ``mobility.urdf``, a model folder or a folder of model folders
+        (``object_models.model_urdfs``); their ``target_link`` may be named (here for every episode, or per
+        episode in the reset options), else a random one of the parts of this task's kind that have a handle
+        is chosen per episode."""
         if urdf is not None:
-            path = check_urdf(urdf)
-            self.models = {path.parent.name or path.stem: path}
+            self.models = model_urdfs(urdf)
+            for path in self.models.values():  # a broken file is named now, not at the first reset
+                check_urdf(path)
         else:
             self.models = bundled_models(f"{self.part_kind} cabinet", split,
                                          lambda s: cabinet_ids(self.part_kind, s), model_ids)
@@ -76,13 +83,15 @@ class OpenCabinetEnv(MobileManipulationEnv):
         self.model_id, urdf = pick_model(self.models, rng, options, cabinet_urdf)
         self.cabinet = load_articulated_object(self.scene, urdf)
         self.cabinet.set_name(self.model_id)
+        handle_links = handle_link_names(urdf)
 
         # Closed, standing on the floor, centred on the origin with its front toward -x.
         lower = np.ascontiguousarray(self.cabinet.get_qlimits()[:, 0], dtype=np.float32)
         self.cabinet.set_qpos(np.where(np.isfinite(lower), lower, 0.0).astype(np.float32))
         lo, hi = self._aabb()
         self.cabinet.set_root_pose(sapien.Pose([-(lo[0] + hi[0]) / 2, -(lo[1] + hi[1]) / 2, -lo[2]]))
-        self.target = select_target(self.cabinet, self.part_kind, options.get("target_link", self.target_link_name), rng)
+        self.target = select_target(self.cabinet, self.part_kind, options.get("target_link", self.target_link_name), rng,
+                                    handle_links, source=urdf)
         self.handle_center_L = _handle_center_L(self.target)
 
     def _aabb(self):
@@ -132,13 +141,14 @@ class OpenCabinetEnv(MobileManipulationEnv):
 
     def _marker_shapes(self):
         # The target part's handle visuals only: the other parts' handles keep their colours.
-        body = self.target.link.entity.find_component_by_type(sapien.render.RenderBodyComponent)
         handle_ids = set(self.target.handle_shape_ids.tolist())
-        return [shape for shape in body.render_shapes if shape.per_scene_id in handle_ids]
+        bodies = [e.find_component_by_type(sapien.render.RenderBodyComponent) for e in self.target.entities]
+        return [shape for body in bodies if body is not None for shape in body.render_shapes
+                if shape.per_scene_id in handle_ids]
 
     def _target_bounds_W(self):
         # The target link's visuals (a drawer's box reaches back into the cabinet; a door is its leaf).
-        return visual_bounds_W([self.target.link.entity])
+        return visual_bounds_W(self.target.entities)
 
     def handle_center_W(self) -> np.ndarray:
         """Ground truth handle centre in the world (for success checks, evaluation and tests only)."""

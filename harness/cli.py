@@ -15,10 +15,13 @@ from handleit.harness.baseline_commands import add_commands as add_baseline_comm
 from handleit.harness.convert_demos import add_commands as add_convert_demos_commands
 from handleit.harness.demos import add_commands as add_demo_commands
 from handleit.harness.executor import ExecutorError, add_executor_arguments, backend_of_args, close_backend
+from handleit.envs.object_model_errors import ObjectModelError
+from handleit.harness.cabinet_export_command import add_commands as add_cabinet_export_commands
 from handleit.harness.evaluation import (
     OutputInUse,
     canonical_perturbation,
     episode_specs,
+    object_split,
     robustness_table,
     run_episodes,
     summarize,
@@ -72,7 +75,10 @@ def _demo(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     """Run a solver on tasks and splits in parallel workers; write records and print the summary table."""
     tasks = list(handleit.envs.TASKS) if args.task == "all" else args.task.split(",")
-    splits = args.split.split(",")
+    splits = [object_split(args.object)] if args.object else args.split.split(",")
+    if args.target_link and not args.object:
+        print("handleit eval: --target-link names a part of the models given with --object", file=sys.stderr)
+        return 2
     segmenters = args.segmenter.split(",")
     unknown = [s for s in segmenters if s not in available_segmenters()]
     if unknown:
@@ -94,8 +100,13 @@ def _eval(args: argparse.Namespace) -> int:
         for split in splits:
             for segmenter in segmenters:
                 for perturb in perturbations:
-                    specs += episode_specs(task, split, args.episodes, args.solver, args.max_steps, args.seed,
-                                           video_episodes, out / "videos", segmenter=segmenter, perturb=perturb)
+                    try:
+                        specs += episode_specs(task, split, args.episodes, args.solver, args.max_steps, args.seed,
+                                               video_episodes, out / "videos", segmenter=segmenter, perturb=perturb,
+                                               target_link=args.target_link)
+                    except ObjectModelError as error:  # bad models from disk: said before any episode runs
+                        print(f"handleit eval: {error}", file=sys.stderr)
+                        return 2
     backend = backend_of_args(args)
     print(f"{len(specs)} episodes ({', '.join(tasks)}; {', '.join(splits)}; solver {args.solver}; segmenter "
           f"{', '.join(segmenters)}; {len(perturbations)} perturbation settings; {args.max_steps} steps) on "
@@ -137,6 +148,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="a task, several separated by commas, or 'all' (the bundled tasks); ManiSkill3 envs as "
                          "ms3:<env id>, e.g. ms3:PickCube-v1 (success: ManiSkill3's info['success'])")
     ev.add_argument("--split", default="test", help="train, test, or train,test")
+    ev.add_argument("--object", metavar="PATH",
+                    help="cabinets from disk instead of the bundled splits (OpenCabinetDrawer, OpenCabinetDoor): a "
+                         "mobility.urdf, or a folder of model folders in PartNet-Mobility's layout "
+                         "(<id>/mobility.urdf, <id>/textured_objs/*.obj, optional <id>/semantics.txt); episode i "
+                         "uses model i mod n, and each of its parts of the task's kind with a handle in turn (replaces --split)")
+    ev.add_argument("--target-link", metavar="NAME",
+                    help="with --object: the link to open in every model (else every part with a handle in turn)")
     ev.add_argument("--episodes", type=int, default=50, help="episodes per task and split")
     ev.add_argument("--solver", default="bt", help="bt, bt:<grasp predictor> (e.g. bt:learned_scorer), idle, "
                     "bc:<checkpoint>, td3bc:<checkpoint>, policy:<checkpoint> (handleit train), or "
@@ -164,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     # Learned baselines: `train` (BC, TD3+BC on demonstrations) and `compare` (the success table of solvers).
     add_baseline_commands(sub)
     add_ros_commands(sub)  # `serve-ros`, `run-ros` (ROS bridge)
+    add_cabinet_export_commands(sub)  # `export-cabinets` (mesh-based copies of generated cabinets)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -10,6 +10,10 @@
   is lost if the run stops); ``resume=True`` skips episodes already recorded there.
 - The summary has the shape of Let's Handle It (arXiv 2202.11792) Table 1 (train / test success per task and solver)
   plus a breakdown of the behavior-tree nodes that failed.
+- A split ``"object:PATH"`` runs a cabinet task on models from disk in PartNet-Mobility's layout (a
+  ``mobility.urdf`` or a folder of model folders; ``handleit.envs.object_models``): episode i uses model
+  ``i mod n`` and that model's target links in turn (every openable part of the task's kind with a handle, or
+  the one named).
 - ManiSkill3 tasks (``"ms3:PickCube-v1"``, any ManiSkill3 env id) run through ``handleit.harness.ms3_adapter``:
   success is ManiSkill3's own ``info["success"]`` (its episodes end at the first success, so this is its
   ``success_once``); no object splits, "train" and "test" differ by their seeds (``ms3_adapter.episode_seeds``).
@@ -33,6 +37,7 @@ from tqdm import tqdm
 
 import handleit.envs
 from handleit.envs import model_ids
+from handleit.envs.object_models import episode_target, model_urdfs, object_targets
 from handleit.envs.sensor_model import parse_perturbation
 from handleit.harness.executor import Backend, LocalProcesses, RayCluster
 from handleit.harness.ms3_adapter import ManiSkill3Robot, episode_seeds, make_env, ms3_env_id
@@ -50,6 +55,18 @@ except ImportError:  # not POSIX: no lock
 DEFAULT_EPISODE_TIMEOUT_S = 600.0
 MS3_PREFIX = "ms3:"  # task names of ManiSkill3 envs (handleit.harness.ms3_adapter.TASK_PREFIX)
 COLOR_MARKER = "color_marker"  # the segmenter whose episodes run in envs with the target painted
+OBJECT_PREFIX = "object:"  # a split of models from disk: "object:PATH"
+CABINET_PART_KINDS = {"OpenCabinetDrawer": "drawer", "OpenCabinetDoor": "door"}
+
+
+def object_split(path: str | Path) -> str:
+    """The split name of the models at ``path`` (``--object PATH``)."""
+    return OBJECT_PREFIX + str(path)
+
+
+def _target_key(split: str, target_link: str | None) -> str | None:
+    # Only the episodes of models from disk choose their target up front; the bundled envs draw theirs.
+    return target_link if split.startswith(OBJECT_PREFIX) else None
 
 
 @dataclass(frozen=True)
@@ -64,11 +81,12 @@ class EpisodeSpec:
     video_path: str | None = None
     segmenter: str = "simulator"  # the masks a tree reads (handleit.perception.segmenters)
     perturb: str = ""  # sensor perturbation (handleit.envs.sensor_model grammar); "" for none
+    target_link: str | None = None  # models from disk (split "object:PATH"): the part to open
 
     @property
     def key(self) -> tuple:
         return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id, self.segmenter,
-                self.perturb)
+                self.perturb, _target_key(self.split, self.target_link))
 
 
 @dataclass
@@ -95,7 +113,7 @@ class EpisodeRecord:
     @property
     def key(self) -> tuple:
         return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id, self.segmenter,
-                self.perturb)
+                self.perturb, _target_key(self.split, self.target_link))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -124,9 +142,12 @@ class _EpisodeRunner:
             if spec.perturb:
                 options["sensor_perturbation"] = dataclasses.replace(parse_perturbation(spec.perturb),
                                                                      horizon_steps=spec.max_steps)
+            if spec.split.startswith(OBJECT_PREFIX):
+                options["urdf"] = spec.split[len(OBJECT_PREFIX):]
+            else:
+                options["split"] = spec.split
             self._envs[key] = handleit.envs.make(
-                spec.task, obs_mode="pointcloud", split=spec.split, max_episode_steps=spec.max_steps,
-                render_mode="rgb_array", **options,
+                spec.task, obs_mode="pointcloud", max_episode_steps=spec.max_steps, render_mode="rgb_array", **options,
             )
         return self._envs[key]
 
@@ -153,7 +174,10 @@ class _EpisodeRunner:
             else:
                 # The simulator's masks reach the solver only when it asked for them (segmenter "simulator").
                 robot = SimRobot(env, sim_masks=spec.segmenter == SIMULATOR)
-            observation = robot.reset(seed=spec.seed, options={"model_id": spec.model_id})
+            reset_options = {"model_id": spec.model_id}
+            if spec.target_link is not None:
+                reset_options["target_link"] = spec.target_link
+            observation = robot.reset(seed=spec.seed, options=reset_options)
             record.target_link = robot.info.get("target_link")
             solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
             solver.reset(observation)
@@ -191,11 +215,24 @@ def _save_video(frames, path: str, fps: int) -> None:
 # ----------------------------------------------------------------------------------------------------
 def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: int, seed: int = 0,
                   video_episodes: tuple[int, ...] = (), video_dir: Path | None = None, segmenter: str = SIMULATOR,
-                  perturb: str = "") -> list[EpisodeSpec]:
+                  perturb: str = "", target_link: str | None = None) -> list[EpisodeSpec]:
     """The episodes of one task and split. ``perturb`` is put in canonical form (so that the same
-    perturbation written two ways is one key); the same seeds for every segmenter and perturbation."""
+    perturbation written two ways is one key); the same seeds for every segmenter and perturbation. A split
+    ``"object:PATH"`` takes the cabinets at PATH (module docstring), ``target_link`` naming the part to open
+    (else each part of the task's kind with a handle in turn); errors in the models
+    (``handleit.envs.object_model_errors``) are raised here, before any episode runs."""
+    targets = [None] * episodes
     if task.startswith(MS3_PREFIX):  # one env, no objects to cycle; the split picks the seeds
         ids, seeds = [ms3_env_id(task)], episode_seeds(split, episodes, seed)
+    elif split.startswith(OBJECT_PREFIX):
+        if task not in CABINET_PART_KINDS:
+            raise ValueError(f"models from disk (--object) are for {' and '.join(CABINET_PART_KINDS)}, not {task}")
+        if split_perturbation(canonical_perturbation(perturb))[0] is not None:
+            raise ValueError("models from disk (--object) run in lockstep only, not with real-time perturbations")
+        links = object_targets(model_urdfs(split[len(OBJECT_PREFIX):]), CABINET_PART_KINDS[task], target_link)
+        chosen = [episode_target(links, i) for i in range(episodes)]
+        ids, targets = [m for m, _ in chosen], [link for _, link in chosen]
+        seeds = [seed + i for i in range(episodes)]
     else:
         ids, seeds = model_ids(task, split), [seed + i for i in range(episodes)]
     perturb = canonical_perturbation(perturb)
@@ -209,9 +246,10 @@ def episode_specs(task: str, split: str, episodes: int, solver: str, max_steps: 
                 name += f"-{segmenter}"
             if perturb:
                 name += "-" + "".join(c if c.isalnum() or c in "._" else "_" for c in perturb)
-            video = str(Path(video_dir) / f"{task.replace(':', '_')}-{split}-{name}-{max_steps}-ep{i:03d}.mp4")
+            split_name = "object" if split.startswith(OBJECT_PREFIX) else split
+            video = str(Path(video_dir) / f"{task.replace(':', '_')}-{split_name}-{name}-{max_steps}-ep{i:03d}.mp4")
         specs.append(EpisodeSpec(task, split, i, seeds[i], ids[i % len(ids)], solver, max_steps, video,
-                                 segmenter=segmenter, perturb=perturb))
+                                 segmenter=segmenter, perturb=perturb, target_link=targets[i]))
     return specs
 
 
@@ -277,7 +315,8 @@ def backend_retries(backend: Backend) -> int:
 
 def _lost_episode(spec: EpisodeSpec, reason: str) -> EpisodeRecord:
     return EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed, spec.model_id, spec.index,
-                         error=reason, failed_node="error", segmenter=spec.segmenter, perturb=spec.perturb)
+                         target_link=spec.target_link, error=reason, failed_node="error", segmenter=spec.segmenter,
+                         perturb=spec.perturb)
 
 
 def read_records_file(records_path: Path) -> dict[tuple, EpisodeRecord]:
@@ -360,12 +399,14 @@ def summarize(records: list[EpisodeRecord]) -> str:
         return f"{solver}{f' [{condition}]' if condition else ''} ({m} steps)"
 
     tasks = sorted({r.task for r in records})
-    header = "| task | " + " | ".join(f"{label(*c)} train | {label(*c)} test" for c in columns) + " |"
-    lines = [header, "|" + " --- |" * (1 + 2 * len(columns))]
+    # Models from disk (split "object:PATH") are a column each, after train and test.
+    splits = ["train", "test"] + sorted({r.split for r in records} - {"train", "test"})
+    header = "| task | " + " | ".join(f"{label(*c)} {split}" for c in columns for split in splits) + " |"
+    lines = [header, "|" + " --- |" * (1 + len(splits) * len(columns))]
     for task in tasks:
         cells = []
         for solver, condition, max_steps in columns:
-            for split in ("train", "test"):
+            for split in splits:
                 rs = groups.get((task, solver, condition, max_steps, split), [])
                 cells.append(_rate(rs))
         lines.append(f"| {task} | " + " | ".join(cells) + " |")

@@ -9,6 +9,7 @@ import pytest
 
 import handleit.envs
 from handleit.envs import URDFError
+from handleit.envs.object_model_errors import ObjectFileNotFoundError
 from handleit.envs.cabinet_generator import cabinet_urdf
 from tests.helpers import make_env, zero_action
 
@@ -57,7 +58,7 @@ def test_malformed_urdf(tmp_path):
 def test_urdf_with_missing_mesh(user_cabinet):
     text = user_cabinet.read_text().replace("<box size=", "<mesh filename='meshes/gone.obj'/><box size=", 1)
     user_cabinet.write_text(text)
-    with pytest.raises(URDFError, match="mesh that does not exist: .*gone.obj"):
+    with pytest.raises(ObjectFileNotFoundError, match="mesh that does not exist: .*gone.obj"):
         make_env(urdf=user_cabinet)
 
 
