@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import ipaddress
 import multiprocessing as mp
+import multiprocessing.connection
 import os
-import queue
 import socket
 import sys
 import threading
@@ -165,13 +165,13 @@ def _exit_with_parent(parent: int, poll_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _local_worker_main(work, inbox, result_queue, parent: int) -> None:
+def _local_worker_main(work, inbox, outbox, parent: int) -> None:
     _exit_with_parent(parent)
     while True:
         job = inbox.get()
         if job is None:
             return
-        result_queue.put((mp.current_process().name, work(job)))
+        outbox.send(work(job))
 
 
 class LocalProcesses(Backend):
@@ -188,15 +188,19 @@ class LocalProcesses(Backend):
     def _run(self, run: _Run) -> None:
         ledger, timeout_s = run.ledger, run.job_timeout_s
         ctx = mp.get_context("spawn")
-        result_queue = ctx.Queue()
-        procs: dict[str, tuple[Any, Any]] = {}  # name -> (process, inbox)
+        # Each worker sends its results on a pipe of its own, synchronously. One queue shared by all workers
+        # hung the driver now and then: a queue's writes go through one lock shared by every writer, taken by
+        # a background feeder thread, and a worker that dies (a crashing episode) while its feeder holds that
+        # lock leaves every other worker blocked on it for ever.
+        procs: dict[str, tuple[Any, Any, Any]] = {}  # name -> (process, inbox, result pipe's reading end)
 
         def start_worker() -> str:
             inbox = ctx.Queue()
-            proc = ctx.Process(target=_local_worker_main, args=(run.work, inbox, result_queue, os.getpid()),
-                               daemon=True)
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_local_worker_main, args=(run.work, inbox, writer, os.getpid()), daemon=True)
             proc.start()
-            procs[proc.name] = (proc, inbox)
+            writer.close()  # the worker's end: once the worker is gone, reading gives EOFError
+            procs[proc.name] = (proc, inbox, reader)
             return proc.name
 
         idle = [start_worker() for _ in range(max(1, min(self.workers, len(ledger.todo))))]
@@ -208,15 +212,18 @@ class LocalProcesses(Backend):
                     job = ledger.next()
                     procs[name][1].put(job)
                     running[name] = (job, time.monotonic())
-                try:
-                    name, result = result_queue.get(timeout=1.0)
+                readers = {reader: name for name, (_, _, reader) in procs.items() if name in running}
+                for reader in mp.connection.wait(list(readers), timeout=1.0):
+                    name = readers[reader]
+                    try:
+                        result = reader.recv()
+                    except (EOFError, OSError):
+                        continue  # the worker died: supervision below
                     job, _ = running.pop(name)
                     idle.append(name)
                     ledger.finish(job, result)
-                except queue.Empty:
-                    pass
                 # Supervision: a dead or hung worker costs its job and is replaced.
-                for name, (proc, _) in list(procs.items()):
+                for name, (proc, _, reader) in list(procs.items()):
                     job, started = running.get(name, (None, 0.0))
                     timed_out = job is not None and timeout_s is not None and time.monotonic() - started > timeout_s
                     if proc.is_alive() and not timed_out:
@@ -224,6 +231,7 @@ class LocalProcesses(Backend):
                     if timed_out:
                         proc.kill()
                     proc.join(timeout=5)
+                    reader.close()
                     del procs[name]
                     if name in idle:
                         idle.remove(name)
@@ -236,13 +244,14 @@ class LocalProcesses(Backend):
                     if ledger.todo:
                         idle.append(start_worker())
         finally:
-            for proc, inbox in procs.values():
+            for proc, inbox, _ in procs.values():
                 if proc.is_alive():
                     inbox.put(None)
-            for proc, _ in procs.values():
+            for proc, _, reader in procs.values():
                 proc.join(timeout=10 if not running else 0.1)
                 if proc.is_alive():
                     proc.kill()
+                reader.close()
 
 
 # ----------------------------------------------------------------------------------------------------
