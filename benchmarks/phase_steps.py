@@ -50,9 +50,9 @@ def run(task: str, episodes: int, max_steps: int, seed: int, split: str = "test"
         while not robot.done:
             robot.act(solver.step(observation))
             observation = robot.observe()
-            node = getattr(solver, "failed_node", None)
-            if node and (not failed or failed[-1] != node):
-                failed.append(node)
+            failed_node = getattr(solver, "failed_node", None)
+            if failed_node and (not failed or failed[-1] != failed_node):
+                failed.append(failed_node)
             for node in nodes:
                 if node.status == Status.SUCCESS and node.name not in first:
                     first[node.name] = robot.steps

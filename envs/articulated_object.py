@@ -16,9 +16,9 @@ import numpy as np
 import sapien
 
 from .collision_groups import OBJECT_SELF_BIT, add_ignore_bit
-from .object_model_errors import NoHandleError, ObjectFileNotFoundError, TargetLinkError, URDFError
+from .object_model_errors import NoHandleError, TargetLinkError, URDFError
 from .object_models import HANDLE_CONVENTION, is_handle_name, parse_urdf
-from .urdf_meshes import loadable_urdf, mesh_path
+from .urdf_meshes import loadable_urdf, mesh_files
 
 PART_KINDS = {"drawer": "prismatic", "door": "revolute"}
 # SAPIEN names a revolute joint with finite limits "revolute_unwrapped".
@@ -53,14 +53,7 @@ class MovablePart:
 def check_urdf(path: str | Path) -> Path:
     """Raise ``ObjectFileNotFoundError`` or ``URDFError`` unless ``path`` is a readable URDF whose meshes exist."""
     path = Path(path)
-    root = parse_urdf(path)
-    for mesh in root.iter("mesh"):
-        filename = mesh.get("filename")
-        if not filename:
-            raise URDFError(f"URDF {path}: a <mesh> has no filename")
-        if not mesh_path(path, filename).is_file():
-            raise ObjectFileNotFoundError(f"URDF {path} references a mesh that does not exist: "
-                                          f"{mesh_path(path, filename)}")
+    mesh_files(path, parse_urdf(path))
     return path
 
 

@@ -64,23 +64,29 @@ def read_mesh_objects(path: Path) -> list[trimesh.Trimesh]:
     return meshes
 
 
+def _closed(mesh: trimesh.Trimesh) -> trimesh.Trimesh:
+    """A copy of ``mesh`` with coincident vertices merged (an OBJ repeats them per face): its closedness shows."""
+    closed = mesh.copy()
+    closed.merge_vertices()
+    return closed
+
+
+def _fills_hull(closed: trimesh.Trimesh) -> bool:
+    hull = closed.convex_hull.volume
+    return closed.is_watertight and hull > 0 and abs(closed.volume) >= CONVEX_VOLUME_FRACTION * hull
+
+
 def is_convex_piece(mesh: trimesh.Trimesh) -> bool:
     """Whether PhysX's convex hull of ``mesh`` is the mesh itself (closed, filling its hull)."""
-    mesh = mesh.copy()
-    mesh.merge_vertices()
-    if not mesh.is_watertight:
-        return False
-    hull = mesh.convex_hull.volume
-    return hull > 0 and abs(mesh.volume) >= CONVEX_VOLUME_FRACTION * hull
+    return _fills_hull(_closed(mesh))
 
 
 def convex_pieces(mesh: trimesh.Trimesh) -> list[trimesh.Trimesh]:
     """``mesh`` itself when convex, else CoACD's convex decomposition of it (its manifold preprocessing only for
     a mesh that is not closed: on a closed one it costs ~10x the time and changes nothing)."""
-    if is_convex_piece(mesh):
+    closed = _closed(mesh)
+    if _fills_hull(closed):
         return [mesh]
-    closed = mesh.copy()
-    closed.merge_vertices()
     import coacd  # lazy: coacd (a compiled library, needed only for non-convex meshes)
 
     coacd.set_log_level("warn")
@@ -90,16 +96,11 @@ def convex_pieces(mesh: trimesh.Trimesh) -> list[trimesh.Trimesh]:
     return [trimesh.Trimesh(vertices, faces).convex_hull for vertices, faces in parts]
 
 
-def loadable_urdf(urdf_path: str | Path) -> Path:
-    """A URDF SAPIEN loads like ``urdf_path``: the same file when it has no meshes, else the cached copy
-    described in the module docstring (built on first use; later calls only hash the files)."""
-    urdf_path = Path(urdf_path)
-    root = parse_urdf(urdf_path)
-    meshes = [m for m in root.iter("mesh")]
-    if not meshes:
-        return urdf_path
+def mesh_files(urdf_path: Path, root: ET.Element) -> dict[str, Path]:
+    """The files the ``<mesh filename=...>`` elements of ``urdf_path`` (parsed: ``root``) name, by filename.
+    ``URDFError`` for a mesh without a filename, ``ObjectFileNotFoundError`` for one that does not exist."""
     files = {}
-    for mesh in meshes:
+    for mesh in root.iter("mesh"):
         filename = mesh.get("filename")
         if not filename:
             raise URDFError(f"URDF {urdf_path}: a <mesh> has no filename")
@@ -107,6 +108,17 @@ def loadable_urdf(urdf_path: str | Path) -> Path:
         if not path.is_file():
             raise ObjectFileNotFoundError(f"URDF {urdf_path} references a mesh that does not exist: {path}")
         files[filename] = path
+    return files
+
+
+def loadable_urdf(urdf_path: str | Path) -> Path:
+    """A URDF SAPIEN loads like ``urdf_path``: the same file when it has no meshes, else the cached copy
+    described in the module docstring (built on first use; later calls only hash the files)."""
+    urdf_path = Path(urdf_path)
+    root = parse_urdf(urdf_path)
+    files = mesh_files(urdf_path, root)
+    if not files:
+        return urdf_path
     digest = hashlib.sha1(repr((PREPARED_VERSION, COACD_THRESHOLD, COACD_MAX_PIECES)).encode())
     digest.update(urdf_path.read_bytes())
     for filename in sorted(files):
