@@ -2,6 +2,7 @@
 tick, before the task's nodes, and a visible check says when it found no target.
 
     <task> (Sequence)
+    ├── calibrate cameras (robot seen)   each camera's pose error read off the robot in view, clouds corrected
     ├── segment: <segmenter>       the observation's masks replaced by the segmenter's (invalid points dropped)
     ├── look again (FailureIsSuccess)
     │   └── target found?          fails when the segmenter raised (no marker, prompt outside the cloud, ...):
@@ -24,6 +25,7 @@ from py_trees.common import Status
 from handleit.perception.segmentation_errors import SegmentationError
 from handleit.types import Observation
 
+from .camera_calibration_nodes import CalibrateCameras
 from .common import Skill, Tools
 
 
@@ -94,5 +96,6 @@ def with_segmentation(task_root: py_trees.behaviour.Behaviour, tools: Tools, seg
     look_again = py_trees.decorators.FailureIsSuccess("look again", TargetFound("target found?", tools))
     return py_trees.composites.Sequence(
         f"{task_root.name} ({segmenter_name} masks)", memory=False,
-        children=[Segment(f"segment: {segmenter_name}", tools), look_again, task_root],
+        children=[CalibrateCameras("calibrate cameras (robot seen)", tools), Segment(f"segment: {segmenter_name}", tools),
+                  look_again, task_root],
     )

@@ -1,0 +1,128 @@
+"""The cameras calibrated against the robot's own body, before anything is segmented.
+
+    calibrate cameras (robot seen)     each camera's pose error read off the robot in its view
+                                       (perception/camera_calibration.py) and every cloud corrected by it
+
+A camera's error is fixed to the body it rides on (the mobile robot's base; the tabletop robot's world), so it
+is fitted once per camera, expressed in the base frame, and applied to every later cloud at the base's pose
+then. A camera whose view of the robot does not pin its six numbers down (only the flat top of the base in
+view) is tried again every ``RETRY_EVERY_TICKS`` ticks, as the arms move into its view, up to
+``MAX_TRIES`` times; until then its points are left as they are. A fit that finds no real error (the simulator's
+calibrated cameras) is a calibration too: nothing is changed. Always SUCCESS: a camera left uncalibrated is
+what the trees had before, and the grasp and hold corrections at the hands (camera_correction.py) still apply.
+
+In real time the fits run on a worker thread (each takes 0.3-2 s on this CPU), the clouds meanwhile pass as
+they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+from py_trees.common import Status
+
+from handleit.perception.camera_calibration import (
+    CameraCorrection,
+    correct_cloud,
+    correction_in_base,
+    fit_camera_correction,
+)
+from handleit.types import Observation
+
+from .common import Skill, Tools
+
+RETRY_EVERY_TICKS = 20
+MAX_TRIES = 6  # per camera
+# A fit is trusted when its six numbers are pinned down this well (one standard deviation): a camera that sees
+# the robot's arms reads 0.04-0.15 degrees and 0.4-2.6 mm; one that sees only the base's top, 0.4 degrees and 7 mm.
+MAX_ROTATION_STD_DEG = 0.2
+MAX_TRANSLATION_STD_M = 0.004
+
+
+class CalibrateCameras(Skill):
+    """Fits each camera's correction from its view of the robot and applies the ones found to every cloud.
+    Writes the corrected ``observation`` and ``camera_corrections`` (camera index -> 4x4 in the base frame, or
+    None for a camera found calibrated). Always SUCCESS."""
+
+    def __init__(self, name: str, tools: Tools):
+        super().__init__(name, tools, reads=("observation", "tick"), writes=("observation", "camera_corrections"))
+        self.corrections_B: dict[int, np.ndarray | None] = {}  # per camera: a correction, or None (none needed)
+        self.tries: dict[int, int] = {}
+        self.notes: dict[int, str] = {}
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None  # raw points -> corrected
+        self._pool: ThreadPoolExecutor | None = None
+        self._job: Future | None = None
+
+    def warm_up(self) -> None:
+        if self.tools.self_filter is not None:
+            self.tools.self_filter()
+
+    def terminate(self, new_status: Status) -> None:
+        if new_status == Status.INVALID and self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool, self._job = None, None
+
+    def _fit(self, obs: Observation, cameras: list[int]) -> dict[int, tuple[CameraCorrection | None, np.ndarray]]:
+        self_filter = self.tools.self_filter()
+        finite = np.isfinite(obs.points).all(axis=1)  # an organized cloud's invalid pixels are NaN
+        return {c: (fit_camera_correction(obs.points[finite & (obs.sensor_index == c)], obs.sensor_origins[c],
+                                          self_filter, obs.qpos, obs.X_WB), np.array(obs.X_WB))
+                for c in cameras}
+
+    def _take(self, fits: dict[int, tuple[CameraCorrection | None, np.ndarray]]) -> None:
+        for camera, (fit, X_WB) in fits.items():
+            self.tries[camera] = self.tries.get(camera, 0) + 1
+            if fit is None:
+                self.notes[camera] = "too little of the robot in view"
+            elif fit.rotation_std_deg > MAX_ROTATION_STD_DEG or fit.translation_std_m > MAX_TRANSLATION_STD_M:
+                self.notes[camera] = (f"view does not pin the pose down (+-{fit.rotation_std_deg:.2f} deg, "
+                                      f"+-{1000 * fit.translation_std_m:.1f} mm)")
+            elif fit.significant:
+                self.corrections_B[camera] = correction_in_base(fit, X_WB)
+                self.notes[camera] = (f"corrected {fit.rotation_deg:.2f} deg, {1000 * fit.translation_m:.0f} mm "
+                                      f"(robot RMS {1000 * fit.rms_before_m:.1f} -> {1000 * fit.rms_after_m:.1f} mm)")
+            else:
+                self.corrections_B[camera] = None
+                self.notes[camera] = f"calibrated ({fit.rotation_deg:.2f} deg, {1000 * fit.translation_m:.0f} mm)"
+
+    def update(self) -> Status:
+        obs: Observation = self.bb.observation
+        if (self.tools.self_filter is None or obs.sensor_origins is None or obs.sensor_index is None
+                or len(obs.points) == 0):
+            self.feedback_message = "no camera centres or no robot model: clouds left as they are"
+            return Status.SUCCESS
+        if self._job is not None and self._job.done():
+            job, self._job = self._job, None
+            try:
+                self._take(job.result())
+            except Exception as error:  # a fit that raised leaves the cameras as they were, and says why
+                self.feedback_message = f"calibration failed: {error}"
+        pending = [c for c in range(len(obs.sensor_origins))
+                   if c not in self.corrections_B and self.tries.get(c, 0) < MAX_TRIES]
+        if pending and self._job is None and self.bb.tick % RETRY_EVERY_TICKS == 0:
+            cameras = [c for c in pending if np.any(obs.sensor_index == c)]
+            if cameras:
+                if self.tools.realtime:
+                    self._pool = self._pool or ThreadPoolExecutor(1, thread_name_prefix="calibrate-cameras")
+                    self._job = self._pool.submit(self._fit, obs, cameras)
+                else:
+                    try:
+                        self._take(self._fit(obs, cameras))
+                    except ValueError as error:  # a cloud the fit cannot use: the cameras stay as they were
+                        self.feedback_message = f"calibration failed: {error}"
+                        self.tries.update({c: self.tries.get(c, 0) + 1 for c in cameras})
+        self.bb.camera_corrections = dict(self.corrections_B)
+        active = {c: X for c, X in self.corrections_B.items() if X is not None}
+        self.feedback_message = "; ".join(f"camera {c}: {n}" for c, n in sorted(self.notes.items())) or "fitting"
+        if not active:
+            return Status.SUCCESS
+        if self._last is not None and obs.points is self._last[0]:
+            points, origins = self._last[1], self._last[2]  # the same cloud as last tick: the same arrays
+        else:
+            points = correct_cloud(obs.points, obs.sensor_index, active, obs.X_WB)
+            origins = correct_cloud(obs.sensor_origins, np.arange(len(obs.sensor_origins)), active, obs.X_WB)
+            self._last = (obs.points, points, origins)
+        self.bb.observation = dataclasses.replace(obs, points=points, sensor_origins=origins)
+        return Status.SUCCESS
