@@ -11,6 +11,10 @@ view) is tried again every ``RETRY_EVERY_TICKS`` ticks, as the arms move into it
 calibrated cameras) is a calibration too: nothing is changed. Always SUCCESS: a camera left uncalibrated is
 what the trees had before, and the grasp and hold corrections at the hands (camera_correction.py) still apply.
 
+Cameras are told apart by where they sit on the base (their centres in the base frame), not by their index in
+a cloud: a driver may list them in another order from one cloud to the next (over ROS the index follows the
+order in which the viewpoints first appear).
+
 In real time the fits run on a worker thread (each takes 0.3-2 s on this CPU), the clouds meanwhile pass as
 they are.
 """
@@ -39,15 +43,19 @@ MAX_TRIES = 6  # per camera
 # the robot's arms reads 0.04-0.15 degrees and 0.4-2.6 mm; one that sees only the base's top, 0.4 degrees and 7 mm.
 MAX_ROTATION_STD_DEG = 0.2
 MAX_TRANSLATION_STD_M = 0.004
+SAME_CAMERA_M = 0.05  # camera centres this close in the base frame, looking within SAME_CAMERA_DEG, are one camera
+SAME_CAMERA_DEG = 50.0
 
 
 class CalibrateCameras(Skill):
     """Fits each camera's correction from its view of the robot and applies the ones found to every cloud.
-    Writes the corrected ``observation`` and ``camera_corrections`` (camera index -> 4x4 in the base frame, or
-    None for a camera found calibrated). Always SUCCESS."""
+    Writes the corrected ``observation`` and ``camera_corrections`` (camera identity, an index into
+    ``cameras_B`` -> 4x4 in the base frame, or None for a camera found calibrated). Always SUCCESS."""
 
     def __init__(self, name: str, tools: Tools):
         super().__init__(name, tools, reads=("observation", "tick"), writes=("observation", "camera_corrections"))
+        # Each camera's centre and mean viewing direction in the base frame, as first seen: its identity.
+        self.cameras_B: list[tuple[np.ndarray, np.ndarray]] = []
         self.corrections_B: dict[int, np.ndarray | None] = {}  # per camera: a correction, or None (none needed)
         self.tries: dict[int, int] = {}
         self.notes: dict[int, str] = {}
@@ -64,12 +72,32 @@ class CalibrateCameras(Skill):
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool, self._job = None, None
 
-    def _fit(self, obs: Observation, cameras: list[int]) -> dict[int, tuple[CameraCorrection | None, np.ndarray]]:
+    def _camera_ids(self, obs: Observation) -> list[int]:
+        """For each of the observation's cameras, its identity (an index into ``cameras_B``)."""
+        X_BW = np.linalg.inv(obs.X_WB)
+        finite = np.isfinite(obs.points).all(axis=1)
+        ids = []
+        for c, origin_W in enumerate(np.asarray(obs.sensor_origins, dtype=np.float64)):
+            p_B = X_BW[:3, :3] @ origin_W + X_BW[:3, 3]
+            rays = obs.points[finite & (obs.sensor_index == c)] - origin_W
+            look_W = rays.mean(axis=0) if len(rays) else np.zeros(3)
+            look_B = X_BW[:3, :3] @ look_W / max(float(np.linalg.norm(look_W)), 1e-9)
+            angles = [np.degrees(np.arccos(np.clip(look_B @ d, -1.0, 1.0))) if np.linalg.norm(q - p_B) < SAME_CAMERA_M
+                      else np.inf for q, d in self.cameras_B]
+            if angles and min(angles) < SAME_CAMERA_DEG:
+                ids.append(int(np.argmin(angles)))
+            else:
+                self.cameras_B.append((p_B, look_B))
+                ids.append(len(self.cameras_B) - 1)
+        return ids
+
+    def _fit(self, obs: Observation, cameras: dict[int, int]) -> dict[int, tuple[CameraCorrection | None, np.ndarray]]:
+        """``cameras``: identity -> index in this observation."""
         self_filter = self.tools.self_filter()
         finite = np.isfinite(obs.points).all(axis=1)  # an organized cloud's invalid pixels are NaN
-        return {c: (fit_camera_correction(obs.points[finite & (obs.sensor_index == c)], obs.sensor_origins[c],
-                                          self_filter, obs.qpos, obs.X_WB), np.array(obs.X_WB))
-                for c in cameras}
+        return {cid: (fit_camera_correction(obs.points[finite & (obs.sensor_index == c)], obs.sensor_origins[c],
+                                            self_filter, obs.qpos, obs.X_WB), np.array(obs.X_WB))
+                for cid, c in cameras.items()}
 
     def _take(self, fits: dict[int, tuple[CameraCorrection | None, np.ndarray]]) -> None:
         for camera, (fit, X_WB) in fits.items():
@@ -99,10 +127,11 @@ class CalibrateCameras(Skill):
                 self._take(job.result())
             except Exception as error:  # a fit that raised leaves the cameras as they were, and says why
                 self.feedback_message = f"calibration failed: {error}"
-        pending = [c for c in range(len(obs.sensor_origins))
-                   if c not in self.corrections_B and self.tries.get(c, 0) < MAX_TRIES]
+        ids = self._camera_ids(obs)
+        pending = {cid: c for c, cid in enumerate(ids)
+                   if cid not in self.corrections_B and self.tries.get(cid, 0) < MAX_TRIES}
         if pending and self._job is None and self.bb.tick % RETRY_EVERY_TICKS == 0:
-            cameras = [c for c in pending if np.any(obs.sensor_index == c)]
+            cameras = {cid: c for cid, c in pending.items() if np.any(obs.sensor_index == c)}
             if cameras:
                 if self.tools.realtime:
                     self._pool = self._pool or ThreadPoolExecutor(1, thread_name_prefix="calibrate-cameras")
@@ -114,7 +143,7 @@ class CalibrateCameras(Skill):
                         self.feedback_message = f"calibration failed: {error}"
                         self.tries.update({c: self.tries.get(c, 0) + 1 for c in cameras})
         self.bb.camera_corrections = dict(self.corrections_B)
-        active = {c: X for c, X in self.corrections_B.items() if X is not None}
+        active = {c: self.corrections_B[cid] for c, cid in enumerate(ids) if self.corrections_B.get(cid) is not None}
         self.feedback_message = "; ".join(f"camera {c}: {n}" for c, n in sorted(self.notes.items())) or "fitting"
         if not active:
             return Status.SUCCESS

@@ -100,3 +100,21 @@ def test_the_tree_segments_the_corrected_cloud(miscalibrated):
     # Same pixels in the same order: the corrected cloud of camera 0 lies on the clean one.
     assert len(ours) == len(theirs)
     assert np.median(np.linalg.norm(ours - theirs, axis=1)) < 0.004
+
+
+def test_cameras_are_known_by_where_they_sit_not_by_their_index(miscalibrated):
+    """A driver that lists the cameras in another order in the next cloud (over ROS the index follows the order
+    in which viewpoints first appear): each camera keeps its own correction."""
+    import dataclasses
+
+    robot, obs, seen, clean, index = miscalibrated
+    solver = make_tree_solver("MoveBucket", robot.model)
+    solver.reset(obs)
+    solver.step(obs)
+    order = np.array([2, 0, 1])  # new index of old camera i: order[i]
+    swapped = dataclasses.replace(obs, points=obs.points.copy(), sensor_index=order[obs.sensor_index],
+                                  sensor_origins=obs.sensor_origins[np.argsort(order)])
+    solver.step(swapped)
+    fixed = solver.bb.observation
+    ours = fixed.points[fixed.sensor_index == order[0]]  # old camera 0, now index 2
+    assert np.median(np.linalg.norm(ours - clean[index == 0], axis=1)) < 0.004
