@@ -81,7 +81,8 @@ def _drawer_interval(predicates: tuple[Predicate, ...], travel_m: float) -> tupl
         low, high = max(low, a), min(high, b)
     if low > high:
         raise ValueError(f"no drawer position makes {format_goal(predicates)} true: Closed(drawer) is within "
-                         f"{CLOSED_MAX_M} m of the closed limit, Open(drawer) from {OPEN_MIN_FRACTION:.0%} of the range")
+                         f"{CLOSED_MAX_M} m of the closed limit, Open(drawer) from {OPEN_MIN_FRACTION:.0%} of the "
+                         "range")
     return low, high
 
 
@@ -101,7 +102,8 @@ def initial_state(requested, default, travel_m: float, drawer_open_fraction: flo
     if drawer_open_fraction is not None:
         f = float(drawer_open_fraction)
         if not 0.0 <= f <= 1.0:
-            raise ValueError(f"drawer_open_fraction must be in [0, 1] (of the drawer's range), got {drawer_open_fraction!r}")
+            raise ValueError(f"drawer_open_fraction must be in [0, 1] (of the drawer's range), got "
+                             f"{drawer_open_fraction!r}")
 
     def slot(names):
         chosen = [p for p in requested if str(p) in names]

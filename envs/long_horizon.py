@@ -26,10 +26,11 @@ Per episode (from the reset seed):
   half open). Physics settles for 0.3 s with the robot held; then every initial predicate is checked.
 
 Success: every goal predicate true and the scene static: object and target drawer slower than 0.1 m/s and
-1 rad/s (ManiSkill1's static thresholds). ``info`` holds ``goal`` (text), ``goal_predicates`` and
-``predicates`` (every predicate over the scene's entities; name -> bool), ``static``, ``open_fraction``,
-``model_id``, ``target_link``. ``env.goal`` is the goal as a tuple of :class:`Predicate`;
-``env.evaluate_predicates(...)`` evaluates any predicates (ground truth: evaluation only).
+1 rad/s (ManiSkill1's static thresholds). ``info`` holds ``goal`` (text), ``goal_reached``, ``goal_predicates``
+and ``predicates`` (every predicate over the scene's entities; name -> bool), ``initial_state`` (the
+predicates the episode started from, text), ``static``, ``open_fraction``, ``model_id``, ``target_link``.
+``env.goal`` is the goal as a tuple of :class:`Predicate`; ``env.evaluate_predicates(...)`` evaluates any
+predicates (ground truth: evaluation only).
 
 Observations as OpenCabinetDrawer's: the fused point cloud of the robot's three cameras with the masks
 ``target_handle``, ``target_link`` (the target drawer), ``robot``, ``object`` and ``table``. The operator's
@@ -82,7 +83,7 @@ DRAWER_YAW_JITTER_RAD = 0.1  # an object in a drawer lies along or across it, tu
 DROP_GAP_M = 0.002  # the object is put down this far above its support, then settles
 SETTLE_S = 0.3  # physics run inside reset with the robot held, so that step 0 starts at rest
 MAX_PLACEMENT_DRAWS = 100
-# Side of the table-mask bit etc.: the masks of the point cloud, ManiSkill1's three first.
+# The point cloud's masks: ManiSkill1's three (target handle, target link, robot), then the object and the table.
 LONG_HORIZON_MASK_NAMES = ("target_handle", "target_link", "robot", "object", "table")
 
 
@@ -157,9 +158,11 @@ class LongHorizonEnv(MobileManipulationEnv):
         self.drawer_interior_L = drawer_interior_L(spec, self.part_index)
 
         # The table, then the floor plan.
-        self.table_half_m = (float(rng.uniform(*TABLE_LENGTH_RANGE_M)) / 2, float(rng.uniform(*TABLE_WIDTH_RANGE_M)) / 2)
+        self.table_half_m = (float(rng.uniform(*TABLE_LENGTH_RANGE_M)) / 2,
+                             float(rng.uniform(*TABLE_WIDTH_RANGE_M)) / 2)
         self.table_height_m = float(rng.uniform(*TABLE_HEIGHT_RANGE_M))
         rgba = jittered_rgba(rng, TABLE_COLORS[int(rng.integers(len(TABLE_COLORS)))])
+        # How far the cabinet's parts reach in front of it when open (drawers' travel, doors' leaves), handles too.
         reach = max([p.travel_m for p in spec.parts] + [p.front_width_m for p in spec.parts if p.kind == "door"]) + 0.1
         self.layout = sample_floor_layout(rng, (spec.depth_m / 2, spec.width_m / 2), reach, self.table_half_m)
         x, y, yaw = self.layout.cabinet
@@ -356,6 +359,7 @@ class LongHorizonEnv(MobileManipulationEnv):
             "goal_reached": bool(reached),
             "goal_predicates": goal,
             "predicates": truth,
+            "initial_state": str(self.initial_state),
             "static": bool(static),
             "open_fraction": self.open_fraction(),
             "object_speed_mps": object_lin,

@@ -121,7 +121,3 @@ def layout_ids(split: str) -> list[str]:
     if split not in ("train", "test"):
         raise ValueError(f"unknown split {split!r}; choose one of train, test")
     return list(_layout_ids(split))
-
-
-def object_extents(object_id: str) -> np.ndarray:
-    return np.asarray(object_spec(object_id).extents_m, dtype=np.float64)

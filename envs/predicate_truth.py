@@ -6,7 +6,8 @@ The predicates follow iGibson 2.0's logical states ("iGibson 2.0: Object-Centric
 Learning of Everyday Household Tasks", arXiv 2108.03272, Sec. 3 and its appendix): Open from the joint
 position against its range, InsideOf as containment in the container's box, OnTopOf as an object resting on
 the surface from above. iGibson decides InsideOf and OnTopOf by ray casting and touching; here the container
-(a drawer's box) and the surface (a table top) are boxes known exactly, so plain geometry decides them. Each threshold below carries its unit and where it comes from.
+(a drawer's box) and the surface (a table top) are boxes known exactly, so plain geometry decides them. Each
+threshold below carries its unit and where it comes from.
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from handleit.envs.floor_layout import (FRONT_CLEARANCE_M, ROBOT_FOOTPRINT_B_M, 
                                         sample_floor_layout)
 from handleit.envs.initial_states import initial_state
 from handleit.envs.long_horizon_models import layout_ids, placement_region_L, split_pair_id
+from handleit.envs.markers import DEFAULT_MARKER_RGB, scene_render_shapes, shape_materials
 from handleit.envs.object_generator import object_ids
 from handleit.envs.predicate_truth import CLOSED_MAX_M, OPEN_MIN_FRACTION
 from handleit.predicates import Predicate
 from tests.helpers import make_env, zero_action
 
-TASKS = ("TidyIntoDrawer", "SetTable")
 SPHERE_PAIR = "drawer-train-000+object-train-002"  # a sphere 4.6 cm across: the gripper holds it any way round
 
 
@@ -88,6 +88,8 @@ def test_reset_is_deterministic_per_seed():
     assert info_a["model_id"] == info_b["model_id"] and info_a["target_link"] == info_b["target_link"]
     assert a.unwrapped.layout == b.unwrapped.layout
     assert np.array_equal(obs_a["state"], obs_b["state"])
+    for key, value in obs_a["extra"].items():  # the operator's prompts too
+        assert np.array_equal(value, obs_b["extra"][key]), key
     rng = np.random.default_rng(0)
     for _ in range(5):
         action = rng.uniform(-1, 1, a.action_space.shape).astype(np.float32)
@@ -258,6 +260,18 @@ def test_masks_and_prompts_of_every_entity():
     for name in ("object", "table", "robot"):
         assert pc[name].sum() > 0, name
     assert not np.any(pc["object"] & pc["table"])
+
+
+def test_marker_paints_the_target_handle_and_the_object_only():
+    env = make_env("SetTable", target_marker_rgb=DEFAULT_MARKER_RGB)
+    env.reset(seed=0)
+    base = env.unwrapped
+    marked = set(base.target.handle_shape_ids.tolist()) | set(base._labelled_shape_ids()["object"].tolist())
+    assert base._marker_ids == marked
+    for name, shape in scene_render_shapes(base.scene):
+        colors = [tuple(np.round(m.base_color[:3], 5)) for m in shape_materials(shape)]
+        is_marker = all(c == tuple(np.round(DEFAULT_MARKER_RGB, 5)) for c in colors)
+        assert is_marker == (shape.per_scene_id in marked), name
 
 
 # ------------------------------------------------------------------------------------------------ bad input
