@@ -319,13 +319,13 @@ class LongHorizonEnv(MobileManipulationEnv):
         if name == "InsideOf":
             if args != ("object", "drawer"):
                 raise ValueError(f"{predicate}: InsideOf takes (object, drawer)")
-            X_LW = np.linalg.inv(self.target.link.entity_pose.to_transformation_matrix())
+            X_LW = _inverse_rigid(self.target.link.entity_pose.to_transformation_matrix())
             points_L = self.object_points_W() @ X_LW[:3, :3].T + X_LW[:3, 3]
             return is_inside_box(points_L, self.drawer_interior_L)
         if name == "OnTopOf":
             if args != ("object", "table"):
                 raise ValueError(f"{predicate}: OnTopOf takes (object, table)")
-            X_TW = np.linalg.inv(self.X_WT())
+            X_TW = _inverse_rigid(self.X_WT())
             points_T = self.object_points_W() @ X_TW[:3, :3].T + X_TW[:3, 3]
             com_T = X_TW[:3, :3] @ self.object_com_W() + X_TW[:3, 3]
             return is_on_top(points_T, com_T, self.table_half_m)
@@ -441,6 +441,14 @@ class LongHorizonEnv(MobileManipulationEnv):
 def _yaw_matrix(yaw: float) -> np.ndarray:
     c, s = math.cos(yaw), math.sin(yaw)
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _inverse_rigid(X_AB: np.ndarray) -> np.ndarray:
+    """X_BA of a rigid transform X_AB (4x4): R^T and -R^T p, cheaper and exact, unlike a general inverse."""
+    X_BA = np.eye(4)
+    X_BA[:3, :3] = X_AB[:3, :3].T
+    X_BA[:3, 3] = -X_AB[:3, :3].T @ X_AB[:3, 3]
+    return X_BA
 
 
 def _render_shape_ids(entity: sapien.Entity) -> np.ndarray:
