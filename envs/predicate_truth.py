@@ -30,6 +30,9 @@ INSIDE_TOLERANCE_M = 0.005
 # penetration), not hovering above it or fallen past its edge.
 ON_TOP_MAX_GAP_M = 0.01
 ON_TOP_MAX_SINK_M = 0.005
+# Grasped(object) and HandEmpty(): from finger contact forces, ManiSkill's is_grasping rule
+# (envs/grasp_contacts.py: each finger pressed with >= 0.5 N within 85 degrees of its opening direction).
+# HandEmpty is true when the gripper holds no entity at all: a gripper closed on the drawer's handle is not empty.
 # Static (success): object and drawer slower than ManiSkill1's static thresholds for the cabinets (OpenCabinet).
 STATIC_LIN_MPS, STATIC_ANG_RADPS = 0.1, 1.0
 
