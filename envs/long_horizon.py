@@ -120,7 +120,9 @@ class LongHorizonEnv(MobileManipulationEnv):
         self.target_link_name = target_link
         self.init = None if init is None else as_predicates(init)
         self.drawer_open_fraction = drawer_open_fraction
-        as_predicates(self.default_init)
+        # Names an initial state no sampler makes now, not at the first reset (a nominal 0.3 m of travel: the
+        # drawer's own decides at reset).
+        initial_state(self.init, self.default_init, 0.3, drawer_open_fraction)
         super().__init__(**kwargs)
 
     # ------------------------------------------------------------------------------------------------

@@ -298,6 +298,8 @@ def test_bad_constructor_input_and_predicates_are_named():
         make_env("SetTable", split="val")
     with pytest.raises(ValueError, match="unknown predicate"):
         make_env("SetTable", init="Ajar(drawer)")
+    with pytest.raises(ValueError, match="no sampler makes the initial predicate Grasped"):
+        make_env("SetTable", init="Grasped(object)")
     env = make_env("SetTable")
     env.reset(seed=0)
     with pytest.raises(ValueError, match="only the drawer opens and closes"):
