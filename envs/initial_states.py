@@ -125,10 +125,12 @@ def initial_state(requested, default, travel_m: float, drawer_open_fraction: flo
     low, high = _drawer_interval(tuple(drawer), travel_m)
     if drawer_open_fraction is not None:
         f = float(drawer_open_fraction)
-        if not low <= f <= high:
-            raise ValueError(f"drawer_open_fraction {f} contradicts {format_goal(tuple(drawer))}: it needs a fraction "
-                             f"in [{low:.3f}, {high:.3f}] of this drawer's range ({travel_m:.3f} m); a half-open "
-                             "drawer is 'not Closed(drawer) & not Open(drawer)'")
+        holds = {str(p) for p in _drawer_predicates_of(f, travel_m)}  # exact thresholds: the given value is kept
+        wrong = [str(p) for p in drawer if str(p) not in holds]
+        if wrong:
+            raise ValueError(f"drawer_open_fraction {f} contradicts {', '.join(wrong)}: Closed(drawer) holds up to "
+                             f"{CLOSED_MAX_M / travel_m:.3f} of this drawer's range ({travel_m:.3f} m), Open(drawer) "
+                             f"from {OPEN_MIN_FRACTION}; a half-open drawer is 'not Closed(drawer) & not Open(drawer)'")
         low = high = f
     if drawer_open_fraction is not None and not drawer:  # name what the fraction makes, for the check
         predicates += tuple(_drawer_predicates_of(low, travel_m))

@@ -231,6 +231,8 @@ class LongHorizonEnv(MobileManipulationEnv):
         self.robot.reset(robot_qpos)
         self.obj_body.set_linear_velocity(np.zeros(3))
         self.obj_body.set_angular_velocity(np.zeros(3))
+        # The drawer back where it was sampled (the object landing may nudge it by a fraction of a mm).
+        self.cabinet.set_qpos(qpos)
         self.cabinet.set_qvel(np.zeros(self.cabinet.dof, dtype=np.float32))
 
         held = self.evaluate_predicates(self.initial_state.predicates)

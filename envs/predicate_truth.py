@@ -21,6 +21,8 @@ CLOSED_MAX_M = 0.01
 # challenge, papers/002 Sec. 2.1), so that the cabinet tree solves the goal Open(drawer) as it solves that
 # task. A drawer between the two is ajar: neither Open nor Closed (Habitat 2.0's "drawer opened only partly").
 OPEN_MIN_FRACTION = 0.9
+# PhysX keeps joint positions in float32: a drawer set to exactly 0.9 of its range may read 0.9 less 1e-7.
+FLOAT32_SLACK = 1e-6
 # InsideOf(object, drawer): every point of the object's collision geometry inside the drawer's interior (its
 # box from the floor up to the compartment's top, under which the drawer closes), give or take this much:
 # contacts penetrate by up to a few mm in PhysX.
@@ -39,7 +41,7 @@ STATIC_LIN_MPS, STATIC_ANG_RADPS = 0.1, 1.0
 
 def is_closed(q: float, q_closed: float) -> bool:
     """Closed: a prismatic joint at ``q`` (m) within ``CLOSED_MAX_M`` of its closed limit ``q_closed`` (m)."""
-    return abs(float(q) - float(q_closed)) <= CLOSED_MAX_M
+    return abs(float(q) - float(q_closed)) <= CLOSED_MAX_M + FLOAT32_SLACK
 
 
 def open_fraction(q: float, q_range: tuple[float, float]) -> float:
@@ -49,7 +51,7 @@ def open_fraction(q: float, q_range: tuple[float, float]) -> float:
 
 def is_open(q: float, q_range: tuple[float, float]) -> bool:
     """Open: at least ``OPEN_MIN_FRACTION`` of the joint's range ``q_range`` (closed, open limits)."""
-    return open_fraction(q, q_range) >= OPEN_MIN_FRACTION
+    return open_fraction(q, q_range) >= OPEN_MIN_FRACTION - FLOAT32_SLACK
 
 
 def is_inside_box(points_L: np.ndarray, interior_L: np.ndarray, tolerance_m: float = INSIDE_TOLERANCE_M) -> bool:

@@ -139,6 +139,8 @@ def test_initial_states_from_other_predicates():
     assert not truth["Open(drawer)"] and not truth["Closed(drawer)"] and truth["InsideOf(object, drawer)"]
     _, info = env.reset(seed=2, options={"init": "Open(drawer)"})
     assert info["predicates"]["Open(drawer)"] and info["predicates"]["InsideOf(object, drawer)"]
+    _, info = env.reset(seed=2, options={"init": "Open(drawer)", "drawer_open_fraction": OPEN_MIN_FRACTION})
+    assert info["predicates"]["Open(drawer)"]  # exactly at the threshold is open
     _, info = env.reset(seed=3, options={"init": "OnTopOf(object, table) & not Closed(drawer)"})
     assert info["predicates"]["OnTopOf(object, table)"] and not info["predicates"]["Closed(drawer)"]
     env = make_env("TidyIntoDrawer", init="InsideOf(object, drawer)", drawer_open_fraction=1.0)
