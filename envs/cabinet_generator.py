@@ -611,12 +611,16 @@ def _body_primitives(spec: CabinetSpec) -> list[Solid]:
     return prims
 
 
+_BOX_SIDE_CLEARANCE_M = 0.01  # a drawer's box is this much narrower than its front: it clears the compartment
+_BOX_FLOOR_LIFT_M = 0.005  # the box's underside above the front's lower edge: it clears the compartment floor
+
+
 def _drawer_primitives(part: PartSpec) -> list[Solid]:
     """Front panel and open box behind it, in the drawer frame (front surface center, +x into the cabinet)."""
     tf, w, h = part.front_thickness_m, part.front_width_m, part.front_height_m
     tw, bd, bh = part.wall_thickness_m, part.box_depth_m, part.box_height_m
-    box_w = w - 0.01  # narrower than the front so the box clears the compartment sides
-    z_bottom = -h / 2 + 0.005  # just above the compartment floor
+    box_w = w - _BOX_SIDE_CLEARANCE_M
+    z_bottom = -h / 2 + _BOX_FLOOR_LIFT_M
     x_mid = tf + bd / 2
     return [
         _box("drawer_front", (tf / 2, 0, 0), (tf, w, h), "front"),
@@ -625,6 +629,21 @@ def _drawer_primitives(part: PartSpec) -> list[Solid]:
         _box("drawer_side_left", (x_mid, (box_w - tw) / 2, z_bottom + bh / 2), (bd, tw, bh)),
         _box("drawer_back", (tf + bd - tw / 2, 0, z_bottom + bh / 2), (tw, box_w - 2 * tw, bh)),
     ]
+
+
+def drawer_interior_L(spec: CabinetSpec, part_index: int) -> np.ndarray:
+    """[2, 3] min and max corner (m) of the room inside drawer ``part_index`` of ``spec``, in the drawer's link
+    frame L (origin on the front's outer face at its centre, +x into the cabinet, +z up; the URDF link frame):
+    from the front's inner face to the back wall, between the side walls, from the box's floor up to the top of
+    the drawer's compartment (what stands higher hits the divider above when the drawer closes)."""
+    part = spec.parts[part_index]
+    if part.kind != "drawer":
+        raise ValueError(f"part {part_index} of {spec.model_id} is a {part.kind}, not a drawer")
+    tf, tw, bd = part.front_thickness_m, part.wall_thickness_m, part.box_depth_m
+    half_w = (part.front_width_m - _BOX_SIDE_CLEARANCE_M) / 2 - tw
+    floor_z = -part.front_height_m / 2 + _BOX_FLOOR_LIFT_M + tw
+    top_z = spec.cells[part.cell].z_max_m - part.joint_xyz_m[2]
+    return np.array([[tf, -half_w, floor_z], [tf + bd - tw, half_w, top_z]])
 
 
 def _door_primitives(part: PartSpec) -> list[Solid]:

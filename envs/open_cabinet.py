@@ -30,7 +30,7 @@ ROBOT_BEARING_RANGE_RAD = (0.9 * np.pi, 1.1 * np.pi)
 ROBOT_YAW_NOISE_RAD = 0.05 * np.pi
 
 
-def _handle_center_L(part: MovablePart) -> np.ndarray:
+def handle_center_L(part: MovablePart) -> np.ndarray:
     """Centre of the handle's bounding box in the frame of its link (its handle links included)."""
     X_WL = part.link.entity_pose.to_transformation_matrix()
     points = []
@@ -92,7 +92,7 @@ class OpenCabinetEnv(MobileManipulationEnv):
         self.cabinet.set_root_pose(sapien.Pose([-(lo[0] + hi[0]) / 2, -(lo[1] + hi[1]) / 2, -lo[2]]))
         self.target = select_target(self.cabinet, self.part_kind, options.get("target_link", self.target_link_name), rng,
                                     handle_links, source=urdf)
-        self.handle_center_L = _handle_center_L(self.target)
+        self.handle_center_L = handle_center_L(self.target)
 
     def _aabb(self):
         boxes = [link.compute_global_aabb_tight() for link in self.cabinet.links if link.collision_shapes]

@@ -26,6 +26,7 @@ from gymnasium import spaces
 
 from handleit.poses import quaternion_of_yaw
 
+from .grasp_contacts import GRASP_MAX_ANGLE_RAD, GRASP_MIN_FORCE_N, is_grasping  # noqa: F401  (re-exported)
 from .tabletop_env import TabletopPandaEnv
 from .target_prompts import visual_bounds_W
 
@@ -35,10 +36,6 @@ SPAWN_HALF_SIZE_M = 0.1  # object and goal xy in [-0.1, 0.1]^2
 MAX_GOAL_HEIGHT_M = 0.3  # goal z in [0, 0.3] m above the resting centre of mass
 ROBOT_INIT_QPOS_NOISE_RAD = 0.02  # ManiSkill3 PickCube-v1's robot_init_qpos_noise (std)
 GOAL_RGBA = (0.0, 1.0, 0.0, 1.0)
-# ManiSkill's is_grasping: each finger pressed by the object with at least 0.5 N, within 85 degrees of the
-# finger's opening direction.
-GRASP_MIN_FORCE_N = 0.5
-GRASP_MAX_ANGLE_RAD = math.radians(85)
 # PhysX solver iterations for the object (ManiSkill3's scene default 15; SAPIEN's is 10): steadier grasps.
 SOLVER_POSITION_ITERATIONS = 15
 
@@ -136,28 +133,10 @@ class PickPlaceEnv(TabletopPandaEnv):
         }
 
     def is_grasping(self) -> bool:
-        """Ground truth, as ManiSkill's ``Panda.is_grasping``: both fingers pressed by the object (contact
-        force >= 0.5 N, within 85 degrees of the finger's opening direction) in the last physics step."""
-        obj = self.obj
-        finger_entities = [joint.child_link.entity for joint in self._fingers]
-        impulses = [np.zeros(3) for _ in finger_entities]
-        for contact in self.scene.get_contacts():
-            e0, e1 = contact.bodies[0].entity, contact.bodies[1].entity
-            for i, finger in enumerate(finger_entities):
-                if (e0 == finger and e1 == obj) or (e1 == finger and e0 == obj):
-                    impulse = np.sum([point.impulse for point in contact.points], axis=0)
-                    impulses[i] += impulse if e0 == finger else -impulse  # the impulse acts on bodies[0]
-        dt = self.scene.get_timestep()
-        for joint, impulse in zip(self._fingers, impulses):
-            force = impulse / dt
-            magnitude = float(np.linalg.norm(force))
-            if magnitude < GRASP_MIN_FORCE_N:
-                return False
-            # A finger's joint axis (x of the joint frame) points the way q grows: the opening direction.
-            opening_W = joint.get_global_pose().to_transformation_matrix()[:3, 0]
-            if math.acos(float(np.clip(opening_W @ force / magnitude, -1.0, 1.0))) > GRASP_MAX_ANGLE_RAD:
-                return False
-        return True
+        """Ground truth, as ManiSkill's ``Panda.is_grasping`` (``envs/grasp_contacts.py``): both fingers pressed
+        by the object (contact force >= 0.5 N, within 85 degrees of the finger's opening direction) in the last
+        physics step."""
+        return is_grasping(self.scene, self._fingers, self.obj)
 
     # ------------------------------------------------------------------------------------------------
     # Observations
