@@ -40,8 +40,12 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
+from handleit.perception.segmenters import get_segmenter
+
+from .segmentation import segment_cloud
 from .solver_tools import make_tools
 
+SEGMENTERS_KEPT = 4  # segmenters a segmentation worker keeps (one per tree solver; older ones are dropped)
 WARM_UP_TIMEOUT_S = 600.0  # wall s for a new worker to import the toolkit and build a robot's IK and planners
 QUICK_DEATH_S = 30.0  # a worker that dies sooner than this after its start...
 MAX_QUICK_DEATHS = 3  # ...this many times in a row is not started again (its jobs fail with the reason)
@@ -207,6 +211,7 @@ class PlanningWorker:
         self._warm_messages: dict[tuple, tuple] = {}  # key -> the warm-up message, re-sent after a restart
         self._warm: dict[tuple, threading.Event] = {}
         self._warm_errors: dict[tuple, str] = {}
+        self._segmenters: set = set()  # solver keys whose segmenter the worker has (or is building)
         self.restarts = 0
         self.last_exit: str | None = None
         self._quick_deaths = 0
@@ -238,6 +243,45 @@ class PlanningWorker:
 
             self._conn.send(("plan", job.id, spec, data, snapshot), on_error=unpicklable)
         return job
+
+    def segment(self, key: tuple, spec: tuple, observation) -> ProcessJob:
+        """Send ``observation`` to the segmenter ``key`` = (solver's id, reset count): built from ``spec`` = (name,
+        target, model, kwargs) on first use, reset when the reset count changes, kept between clouds (trackers
+        carry state). The result is :func:`~handleit.behaviors.segmentation.segment_cloud`'s."""
+        with self._lock:
+            job = ProcessJob(self, next(self._ids), f"segment {spec[0]}")
+            if self._closed or self._conn is None:
+                job._finish(error=PlanningWorkerDied(self.last_exit or "the segmentation worker is closed"))
+                return job
+            self._jobs[job.id] = job
+
+            def unpicklable(error: BaseException, job=job) -> None:
+                with self._lock:
+                    self._jobs.pop(job.id, None)
+                job._finish(error=TypeError(f"the cloud cannot go to the segmentation worker: {error}"))
+
+            self._conn.send(("segment", job.id, key, spec, observation), on_error=unpicklable)
+        return job
+
+    def prepare_segmenter(self, key: tuple, spec: tuple, timeout_s: float = WARM_UP_TIMEOUT_S) -> None:
+        """Build (first time: wait for it, before the clock runs) or reset (do not wait) the segmenter ``key``."""
+        solver_key = key[0]
+        with self._lock:
+            if self._conn is None:
+                raise RuntimeError(self.last_exit or "the segmentation worker is closed")
+            known = solver_key in self._segmenters
+            self._segmenters.add(solver_key)
+            event = threading.Event()
+            warm_key = ("segmenter", key)
+            self._warm[warm_key] = event
+            self._conn.send(("segwarm", warm_key, key, spec))
+        if known:
+            return
+        if not event.wait(timeout_s):
+            raise TimeoutError(f"the segmentation worker did not build its segmenter within {timeout_s:.0f} s")
+        error = self._warm_errors.get(warm_key)
+        if error is not None:
+            raise RuntimeError(f"the segmentation worker failed to build its segmenter:\n{error}")
 
     def cancel(self, job: ProcessJob) -> None:
         """The worker skips the job if it has not started it; its result (or the skip) still ends the job, and
@@ -303,6 +347,9 @@ class PlanningWorker:
                 event = self._warm.get(key)
             if event is not None:
                 event.set()
+            if key[0] == "segmenter":
+                with self._lock:
+                    self._warm.pop(key, None)
 
     def _on_exit(self, conn: _Connection, code: int) -> None:
         """The worker ended: fail its jobs (their plans are lost) and start another, unless closing."""
@@ -312,6 +359,7 @@ class PlanningWorker:
                 return
             self.last_exit = f"the planning worker process (pid {conn.process.pid}) ended: {why}"
             jobs, self._jobs = list(self._jobs.values()), {}
+            self._segmenters.clear()
             lived_s = time.monotonic() - conn.started_s
             self._quick_deaths = self._quick_deaths + 1 if lived_s < QUICK_DEATH_S else 0
             restart = not self._closed and self._quick_deaths < MAX_QUICK_DEATHS
@@ -332,18 +380,27 @@ class PlanningWorker:
             job._finish(error=PlanningWorkerDied(self.last_exit + note))
 
 
-_WORKER: PlanningWorker | None = None
-_WORKER_LOCK = threading.Lock()
+_WORKERS: dict[str, PlanningWorker] = {}
+_WORKERS_LOCK = threading.Lock()
+
+
+def _worker(name: str) -> PlanningWorker:
+    with _WORKERS_LOCK:
+        if name not in _WORKERS:
+            _WORKERS[name] = PlanningWorker()
+            atexit.register(_WORKERS[name].close)
+        return _WORKERS[name]
 
 
 def planning_worker() -> PlanningWorker:
     """This process's planning worker, started on first use."""
-    global _WORKER
-    with _WORKER_LOCK:
-        if _WORKER is None:
-            _WORKER = PlanningWorker()
-            atexit.register(_WORKER.close)
-        return _WORKER
+    return _worker("planning")
+
+
+def segmentation_worker() -> PlanningWorker:
+    """This process's segmentation worker (a process of its own: a cloud never waits behind a plan of seconds),
+    started on first use."""
+    return _worker("segmentation")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -355,6 +412,21 @@ class _WorkerState:
     def __init__(self):
         self.tools: dict[tuple, Any] = {}
         self.nodes: dict[bytes, Any] = {}
+        self.segmenters: dict[Any, list] = {}  # solver key -> [segmenter, reset count], oldest first
+
+    def segmenter(self, key: tuple, spec: tuple):
+        solver_key, resets = key
+        entry = self.segmenters.pop(solver_key, None)
+        if entry is None:
+            name, target, model, kwargs = spec
+            entry = [get_segmenter(name, target, model, **kwargs), None]
+        if entry[1] != resets:
+            entry[0].reset()
+            entry[1] = resets
+        self.segmenters[solver_key] = entry  # the newest last
+        while len(self.segmenters) > SEGMENTERS_KEPT:
+            self.segmenters.pop(next(iter(self.segmenters)))
+        return entry[0]
 
     def tools_for(self, spec):
         key = spec.key()
@@ -420,6 +492,25 @@ def _worker_main(fd_in: int, fd_out: int) -> None:
                     reply(("done", job_id, True, result, time.perf_counter() - start))
                 except Exception as error:  # noqa: BLE001  handed to the node's tick, as on a thread
                     reply(("done", job_id, False, _error_payload(error), time.perf_counter() - start))
+            elif message[0] == "segment":
+                _, job_id, key, spec, observation = message
+                if job_id in cancelled:
+                    cancelled.discard(job_id)
+                    reply(("done", job_id, None, None, 0.0))
+                    continue
+                start = time.perf_counter()
+                try:
+                    result = segment_cloud(state.segmenter(key, spec), observation)
+                    reply(("done", job_id, True, result, time.perf_counter() - start))
+                except Exception as error:  # noqa: BLE001  handed to the segment node's tick
+                    reply(("done", job_id, False, _error_payload(error), time.perf_counter() - start))
+            elif message[0] == "segwarm":
+                _, warm_key, key, spec = message
+                try:
+                    state.segmenter(key, spec)
+                    reply(("warm", warm_key, True, ""))
+                except Exception as error:  # noqa: BLE001
+                    reply(("warm", warm_key, False, _error_payload(error)[1]))
             elif message[0] == "warm":
                 _, key, spec, datas = message
                 try:

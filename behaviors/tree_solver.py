@@ -16,11 +16,12 @@ from handleit.types import Command, Observation, RobotModel
 
 from .background import BackgroundPlanning
 from .common import Tools
-from .planning_worker import planning_worker
-from .segment_nodes import with_segmentation
+from .planning_worker import planning_worker, segmentation_worker
+from .segment_nodes import Segment, with_segmentation
 from .solver_tools import TRACKING_GAINS, ToolsSpec, make_tools  # noqa: F401  TRACKING_GAINS: re-exported
 
 _instances = itertools.count()
+_solvers = itertools.count()
 PLANNING_MODES = ("process", "thread")  # where a real-time plan runs (behaviors/background.py)
 
 
@@ -55,6 +56,9 @@ class TreeSolver:
         self.realtime, self.planning = realtime, planning
         self.segmenter_name = segmenter
         self.segmenter = get_segmenter(segmenter, segment_target, model, **(segmenter_kwargs or {}))
+        # The same segmenter, as the segmentation worker process builds it (real time, planning="process").
+        self.segmenter_spec = (segmenter, segment_target, model, dict(segmenter_kwargs or {}))
+        self._number, self._resets = next(_solvers), 0
         missing = [m for m in TARGET_MASKS[segment_target] if m not in self.segmenter.mask_names]
         if segmenter != SIMULATOR and missing:
             raise ValueError(f"segmenter {segmenter!r} makes the masks {list(self.segmenter.mask_names)}; the {task} "
@@ -74,6 +78,13 @@ class TreeSolver:
         spec = ToolsSpec(self.model, self.grasp_predictor_name, self.side, self.sides)
         self.tools = make_tools(spec, namespace, segmenter=self.segmenter, realtime=self.realtime,
                                 planning=self.planning)
+        self._resets += 1
+        self.tools.segmenter_spec, self.tools.segmenter_key = self.segmenter_spec, (self._number, self._resets)
+        old_root, self.root = self.root, None
+        if old_root is not None:  # a segmentation still running on a thread must not see the reset below
+            for node in old_root.iterate():
+                if isinstance(node, Segment):
+                    node.wait_idle()
         self.segmenter.reset()
         self.root = with_segmentation(self.build(self.tools), self.tools, self.segmenter_name)
         # What a node builds before its first tick (a robot model, ~1 s; in real time the motion planners too):
@@ -91,6 +102,9 @@ class TreeSolver:
                 node.warm_up_planners()
         if in_worker and planners:
             planning_worker().warm_up(spec, planners)
+        if in_worker and not getattr(self.segmenter, "runs_in_tick", False):
+            # Built in the segmentation worker on the first reset (waited for: before the clock runs), reset after.
+            segmentation_worker().prepare_segmenter(self.tools.segmenter_key, self.segmenter_spec)
         self.tree = py_trees.trees.BehaviourTree(self.root)
         self.bb = py_trees.blackboard.Client(name="solver", namespace=namespace)
         for key, value in self._initial_blackboard().items():

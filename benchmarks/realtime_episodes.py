@@ -10,10 +10,13 @@ period), ticks per control step, the factor reached, slips, watchdog stops and s
 
     .venv/bin/python benchmarks/realtime_episodes.py --task PickCube --episodes 2 \\
         --perturb latency=0.1,camera_hz=15 --out outputs/realtime_bench
+    # planning on a thread against planning in the worker process (the default), back to back
+    .venv/bin/python benchmarks/realtime_episodes.py --task OpenCabinetDrawer --episodes 2 \\
+        --perturb latency=0,camera_hz=30,planning=thread --perturb latency=0,camera_hz=30 --out outputs/rt_planning
 
 Ticks during which a planning node planned (in the tick with ``planning=inline``, or while its background plan
-runs: behaviors/background.py) are shown apart, with the plans' own wall time. Planning off the tick thread
-covers the cabinet trees' PlanGrasp and PlanArmPath so far; other trees' planning ticks are not marked.
+runs: behaviors/background.py) are shown apart, with the plans' own wall time (in the worker process: from sending
+the snapshot to the result's arrival).
 """
 
 from __future__ import annotations
@@ -38,17 +41,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--solver", default="bt")
     parser.add_argument("--segmenter", default="simulator")
-    parser.add_argument("--perturb", default="latency=0",
-                        help="the real-time run's --perturb (at least one of latency, command_latency, camera_hz, "
-                             "rtf; sensor keys may be mixed in)")
+    parser.add_argument("--perturb", action="append",
+                        help="a real-time run's --perturb (at least one of latency, command_latency, camera_hz, "
+                             "rtf, planning; sensor keys may be mixed in); repeat it to compare runs (e.g. "
+                             "planning=thread against the default, process), run one after the other per task "
+                             "(default: latency=0)")
     parser.add_argument("--workers", type=int, default=1, help="1: the real-time runs are not slowed by another")
     parser.add_argument("--out", default="outputs/realtime_bench")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--report-only", action="store_true", help="print the table of OUT's records")
     args = parser.parse_args()
-    perturb = canonical_perturbation(args.perturb)
-    if split_perturbation(perturb)[0] is None:
-        parser.error(f"--perturb {args.perturb!r} has no real-time key (latency, command_latency, camera_hz, rtf)")
+    perturbs = [canonical_perturbation(p) for p in (args.perturb or ["latency=0"])]
+    for text, perturb in zip(args.perturb or ["latency=0"], perturbs):
+        if split_perturbation(perturb)[0] is None:
+            parser.error(f"--perturb {text!r} has no real-time key (latency, command_latency, camera_hz, rtf)")
     records_path = Path(args.out) / "records.jsonl"
     tasks = [t.strip() for t in args.task.split(",") if t.strip()]
     if args.report_only:
@@ -56,11 +62,14 @@ def main() -> None:
     else:
         specs = []
         for task in tasks:
-            for condition in ("", perturb):  # lockstep first, then real time, same seeds
-                specs += episode_specs(task, args.split, args.episodes, args.solver, args.max_steps, args.seed,
-                                       segmenter=args.segmenter, perturb=condition)
+            # Lockstep first, then real time on the same seeds, the real-time conditions taking turns episode by
+            # episode (on a shared machine the load drifts: compared runs should see the same drift).
+            by_condition = [episode_specs(task, args.split, args.episodes, args.solver, args.max_steps, args.seed,
+                                          segmenter=args.segmenter, perturb=condition) for condition in ("", *perturbs)]
+            specs += by_condition[0]
+            specs += [spec for episode in zip(*by_condition[1:]) for spec in episode]
         records = run_episodes(specs, records_path, workers=args.workers, resume=args.resume)
-    print(table(records, perturb))
+    print("\n\n".join(table(records, perturb) for perturb in perturbs))
 
 
 def table(records: list[EpisodeRecord], perturb: str) -> str:

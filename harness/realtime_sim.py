@@ -764,7 +764,9 @@ class RealtimeEpisodes:
 
     def robot(self, spec, settings: RealtimeSettings, sensor_perturbation: SensorPerturbation | None,
               sim_masks: bool, target_marker_rgb) -> RealtimeSimRobot:
-        key = (spec.task, spec.split, spec.max_steps, settings, sensor_perturbation, sim_masks,
+        # Where the tree plans is no matter of the robot's: one robot process serves every planning mode.
+        key = (spec.task, spec.split, spec.max_steps, dataclasses.replace(settings, planning=DEFAULT_PLANNING),
+               sensor_perturbation, sim_masks,
                None if target_marker_rgb is None else tuple(target_marker_rgb))
         robot = self._robots.get(key)
         if robot is not None and not robot.link_ok()[0]:

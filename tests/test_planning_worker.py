@@ -145,3 +145,94 @@ def test_every_planning_node_of_the_trees_can_go_to_the_worker(task):
     for node in nodes:
         data, digest = node_copy(node)
         assert data and digest
+
+
+# -- segmentation off the tick (behaviors/segment_nodes.Segment in real time) -----------------------------------
+class _GatedSegmenter:
+    """Marks the points with x > 0 as the target once ``gate`` is set (the test steps it along)."""
+
+    mask_names = ("target_handle", "target_link", "robot")
+
+    def __init__(self, gate):
+        self.gate, self.clouds = gate, 0
+
+    def reset(self):
+        pass
+
+    def segment(self, obs):
+        assert self.gate.wait(60)
+        self.clouds += 1
+        target = obs.points[:, 0] > 0
+        return {"target_handle": target, "target_link": target.copy(), "robot": ~target}
+
+
+def _observation(t_s: float, points: np.ndarray):
+    from handleit.types import Observation
+
+    return Observation(time_s=t_s, points=points, colors=np.zeros((len(points), 3), np.uint8), masks={},
+                       frame="world", joint_names=("a",), qpos=np.array([t_s]), qvel=np.zeros(1), X_WB=np.eye(4))
+
+
+def test_segmentation_on_a_thread_hands_on_the_newest_finished_cloud_and_fails_visibly_when_stale(drawer_model):
+    import threading
+
+    from handleit.behaviors.segment_nodes import SEGMENTATION_MAX_AGE_S, Segment, TargetFound
+
+    gate = threading.Event()
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/seg_test_{time.monotonic_ns()}", realtime=True,
+                       planning="thread", segmenter=_GatedSegmenter(gate))
+    writer = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("observation", "segmentation_error"):
+        writer.register_key(key, access=Access.WRITE)
+    segment, found = Segment("segment", tools), TargetFound("target found?", tools)
+    cloud_a = np.array([[1.0, 0, 0], [-1.0, 0, 0]])
+    writer.observation, writer.segmentation_error = _observation(0.0, cloud_a), None
+    segment.tick_once()
+    assert segment.status == Status.RUNNING and "holding still" in segment.feedback_message
+    gate.set()
+    assert segment._job.result(timeout=60) is not None
+    writer.observation = _observation(0.01, cloud_a)
+    segment.tick_once()
+    assert segment.status == Status.SUCCESS and writer.segmentation_error is None
+    assert writer.observation.masks["target_handle"].tolist() == [True, False]
+    assert writer.observation.qpos[0] == 0.01  # the newest joint states with the segmented cloud
+    # A new cloud whose segmentation does not finish: the tick keeps the newest finished one...
+    gate.clear()
+    cloud_b = np.array([[-1.0, 0, 0], [1.0, 0, 0], [2.0, 0, 0]])
+    writer.observation = _observation(0.02, cloud_b)
+    segment.tick_once()
+    assert writer.observation.points is cloud_a and writer.segmentation_error is None
+    # ...until it is stale: its target masks are emptied and "target found?" fails, saying so.
+    writer.observation = _observation(SEGMENTATION_MAX_AGE_S + 0.05, cloud_b)
+    segment.tick_once()
+    found.tick_once()
+    assert not writer.observation.masks["target_handle"].any() and writer.observation.masks["robot"].tolist() == [
+        False, True]
+    assert found.status == Status.FAILURE and "segmentation stale" in found.feedback_message
+    gate.set()
+    segment.wait_idle()
+
+
+def test_segmentation_in_the_worker_process_gives_the_masks_of_the_tick():
+    """The geometric segmenter on a drawer's first cloud: in the segmentation worker process, the masks it gives
+    in this process."""
+    from handleit.behaviors.planning_worker import segmentation_worker
+    from handleit.perception.segmenters import get_segmenter
+
+    robot = SimRobot(handleit.envs.make("OpenCabinetDrawer", obs_mode="pointcloud", split="test"), sim_masks=False)
+    obs = robot.reset(seed=0)
+    robot.env.close()
+    spec = ("geometric", "cabinet_part", robot.model, {})
+    here = get_segmenter(*spec[:3])
+    here.reset()
+    expected = here.segment(obs)
+    worker = segmentation_worker()
+    key = (f"test {time.monotonic_ns()}", 1)
+    worker.prepare_segmenter(key, spec, timeout_s=WAIT_S)
+    job = worker.segment(key, spec, obs)
+    assert job.join(WAIT_S)
+    keep, masks, error = job.result()
+    assert error is None and keep is None
+    assert set(masks) == set(expected)
+    for name in expected:
+        assert np.array_equal(masks[name], expected[name]), name
