@@ -81,10 +81,10 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
     lines = [f"real time: {perturb}", "",
              "| task | episodes | lockstep | real time | tick median / p99 / max, wall ms | same on the simulated "
              "clock, ms | solver ticks while planning, wall ms (n) | other solver ticks, wall ms | plans, wall ms "
-             "(n) | overruns of 10 ms | ticks per step | factor reached | slips | watchdog stops | stale ticks | "
+             "(n) | overruns of 10 ms | ticks over the wall budget: n, median wall / CPU ms (longest) | ticks per step | factor reached | slips | watchdog stops | stale ticks | "
              "errors |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-             "---: | ---: |"]
+             "---: | ---: | ---: |"]
     for task, by_perturb in sorted(runs.items()):
         lock, real = by_perturb.get("", {}), by_perturb.get(perturb, {})
         shared = sorted(set(lock) & set(real))
@@ -104,6 +104,22 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
         plans_ms = 1e3 * np.asarray([p["wall_s"] for d in rts for p in d.get("plans", [])], float)
         n_ticks = sum(d.get("ticks", 0) for d in rts)
         overruns = sum(d.get("overruns", 0) for d in rts)
+        # Overruns by ticks shorter than the wall budget of a period (10 ms / the target factor): the robot's clock
+        # jumped (the simulator catching up after it fell behind), not the tick ran long.
+        short = sum(1 for d in rts for _, wall_ms, _ in d.get("overrun_ticks", [])
+                    if wall_ms < 10.0 / d.get("real_time_factor_target", 1.0))
+        known = all("overrun_ticks" in d for d in rts)
+        # Ticks longer than that budget: how much of them the tick's thread computed (the rest it waited).
+        long_wall, long_cpu = [], []
+        for d in rts:
+            budget_ms = 10.0 / d.get("real_time_factor_target", 1.0)
+            for wall_ms, cpu_ms in zip(d.get("tick_wall_ms", []), d.get("tick_cpu_ms", [])):
+                if wall_ms > budget_ms:
+                    long_wall.append(wall_ms)
+                    long_cpu.append(cpu_ms)
+        long_text = "-" if not long_wall else (
+            f"{len(long_wall)}: wall {np.median(long_wall):.0f}, CPU {np.median(long_cpu):.0f} "
+            f"(max {max(long_wall):.0f} / {long_cpu[int(np.argmax(long_wall))]:.0f})")
         steps = sum(d.get("sim_steps", 0) for d in rts)
         factors = [d["real_time_factor"] for d in rts if "real_time_factor" in d]
 
@@ -115,7 +131,8 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
             f"{sum(real[k].success for k in shared)}/{len(shared)} | {stats(ticks_ms)} | {stats(sim_ms)} | "
             f"{stats(solver_ms[planning])} ({int(planning.sum())}) | {stats(solver_ms[~planning])} | "
             f"{stats(plans_ms)} ({len(plans_ms)}) | "
-            f"{overruns} ({overruns / max(n_ticks, 1):.1%}) | {n_ticks / max(steps, 1):.2f} | "
+            f"{overruns} ({overruns / max(n_ticks, 1):.1%}{f'; {short} by short ticks' if known else ''}) | "
+            f"{long_text if any('tick_cpu_ms' in d for d in rts) else '-'} | {n_ticks / max(steps, 1):.2f} | "
             f"{min(factors, default=float('nan')):.2f}-{max(factors, default=float('nan')):.2f} | "
             f"{sum(d.get('slips', 0) for d in rts)} | {sum(d.get('watchdog_stops', 0) for d in rts)} | "
             f"{sum(d.get('stale_ticks', 0) for d in rts)} | {sum(real[k].error is not None for k in shared)} |")
