@@ -81,7 +81,7 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
     lines = [f"real time: {perturb}", "",
              "| task | episodes | lockstep | real time | tick median / p99 / max, wall ms | same on the simulated "
              "clock, ms | solver ticks while planning, wall ms (n) | other solver ticks, wall ms | plans, wall ms "
-             "(n) | overruns of 10 ms | ticks over the wall budget: n, median wall / CPU ms (longest) | ticks per step | factor reached | slips | watchdog stops | stale ticks | "
+             "(n) | overruns of 10 ms | ticks over the wall budget (40 ms at rtf 0.25): n, wall ms = CPU + run queue + other (GIL, pipes) | ticks per step | factor reached | slips | watchdog stops | stale ticks | "
              "errors |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
              "---: | ---: | ---: |"]
@@ -110,16 +110,22 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
                     if wall_ms < 10.0 / d.get("real_time_factor_target", 1.0))
         known = all("overrun_ticks" in d for d in rts)
         # Ticks longer than that budget: how much of them the tick's thread computed (the rest it waited).
-        long_wall, long_cpu = [], []
+        # Of their wall time, the tick thread's CPU time, its wait for a CPU (the kernel's run queue: other
+        # processes), and the rest (waiting for Python's GIL, held by another thread of the tick's process).
+        long_wall, long_cpu, long_queue = [], [], []
         for d in rts:
             budget_ms = 10.0 / d.get("real_time_factor_target", 1.0)
-            for wall_ms, cpu_ms in zip(d.get("tick_wall_ms", []), d.get("tick_cpu_ms", [])):
+            queued = d.get("tick_runqueue_ms") or [np.nan] * len(d.get("tick_wall_ms", []))
+            for wall_ms, cpu_ms, queue_ms in zip(d.get("tick_wall_ms", []), d.get("tick_cpu_ms", []), queued):
                 if wall_ms > budget_ms:
                     long_wall.append(wall_ms)
                     long_cpu.append(cpu_ms)
+                    long_queue.append(queue_ms)
         long_text = "-" if not long_wall else (
-            f"{len(long_wall)}: wall {np.median(long_wall):.0f}, CPU {np.median(long_cpu):.0f} "
-            f"(max {max(long_wall):.0f} / {long_cpu[int(np.argmax(long_wall))]:.0f})")
+            f"{len(long_wall)}: {np.sum(long_wall):.0f} ms = CPU {np.sum(long_cpu):.0f} + " + (
+                f"run queue {np.sum(long_queue):.0f} + other {np.sum(long_wall) - np.sum(long_cpu) - np.sum(long_queue):.0f}"
+                if not np.isnan(long_queue).any() else f"waiting {np.sum(long_wall) - np.sum(long_cpu):.0f}")
+            + f" (longest {max(long_wall):.0f})")
         steps = sum(d.get("sim_steps", 0) for d in rts)
         factors = [d["real_time_factor"] for d in rts if "real_time_factor" in d]
 

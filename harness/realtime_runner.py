@@ -65,6 +65,9 @@ class RunReport:
     # per tick: CPU seconds of the tick's thread (time.thread_time); far below the wall time, the tick waited
     # (for Python's GIL, held by another thread, or for a CPU, taken by other processes)
     tick_cpu_s: list[float] = field(default_factory=list)
+    # per tick: seconds the tick's thread waited on the kernel's run queue (runnable, no CPU free: other processes);
+    # Linux only (/proc/thread-self/schedstat), else empty. Wall - CPU - this: the tick waited for the GIL (or I/O).
+    tick_runqueue_s: list[float] = field(default_factory=list)
     overruns: int = 0  # ticks during which the clock advanced by more than the control period
     # Per overrun: (tick index, the tick's wall s, how far the clock advanced during it, s): a short tick can
     # overrun where the robot's clock jumps (a simulator catching up after it fell behind its schedule).
@@ -166,6 +169,7 @@ class RealtimeRunner:
                     self.report.stop_reason = "until() is true"
                     break
                 start, clock_start, cpu_start = time.perf_counter(), self.clock.now_s(), time.thread_time()
+                queued_start = _runqueue_wait_s()
                 observation = self.robot.observe()
                 stale = self.stale_reason(observation)
                 if stale is not None:
@@ -196,6 +200,8 @@ class RealtimeRunner:
                 elapsed = time.perf_counter() - start
                 self.report.tick_wall_s.append(elapsed)
                 self.report.tick_cpu_s.append(time.thread_time() - cpu_start)
+                if queued_start is not None:
+                    self.report.tick_runqueue_s.append(_runqueue_wait_s() - queued_start)
                 self.report.ticks += 1
                 # An overrun: the robot's clock moved on by more than a period during the tick (on a
                 # simulator's clock at a real-time factor below 1 the wall budget is longer than the period). A
@@ -285,6 +291,15 @@ class RealtimeRunner:
                 self._safe_stop("; ".join(reasons))
                 if first:
                     self.report.watchdog_stops.append({"reason": "; ".join(reasons), "wall_s": time.time()})
+
+
+def _runqueue_wait_s() -> float | None:
+    """Seconds this thread has waited on the kernel's run queue so far (Linux schedstat), or None."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class _RobotClock:

@@ -854,6 +854,7 @@ def realtime_diagnostics(settings: RealtimeSettings, report, result: dict[str, A
         "stale_reasons": stale[:3], "watchdog_reasons": [w["reason"] for w in report.watchdog_stops[:3]],
         "tick_wall_ms": [round(1e3 * t, 2) for t in report.tick_wall_s],
         "tick_cpu_ms": [round(1e3 * t, 2) for t in report.tick_cpu_s],
+        "tick_runqueue_ms": [round(1e3 * t, 2) for t in report.tick_runqueue_s],
         # per overrun: tick index, its wall ms, the simulated ms the robot's clock advanced during it
         "overrun_ticks": [[i, round(1e3 * wall, 2), round(1e3 * advance, 2)] for i, wall, advance in report.overrun_ticks],
         "solver_wall_ms": [round(1e3 * t, 2) for t in report.solver_wall_s],
