@@ -381,11 +381,16 @@ class PlanningWorker:
 
 
 _WORKERS: dict[str, PlanningWorker] = {}
+_WORKERS_PID = os.getpid()  # a forked copy of this process has none of the workers' threads: it starts its own
 _WORKERS_LOCK = threading.Lock()
 
 
 def _worker(name: str) -> PlanningWorker:
+    global _WORKERS_PID
     with _WORKERS_LOCK:
+        if _WORKERS_PID != os.getpid():
+            _WORKERS.clear()
+            _WORKERS_PID = os.getpid()
         if name not in _WORKERS:
             _WORKERS[name] = PlanningWorker()
             atexit.register(_WORKERS[name].close)
