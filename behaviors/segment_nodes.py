@@ -11,6 +11,10 @@ tick, before the task's nodes, and a visible check says when it found no target.
 
 Only the ``simulator`` segmenter reads the simulator's masks; with any other, the observation the solver is
 handed carries none (the harness drops them), and the masks the nodes read are the segmenter's alone.
+
+In real time the other segmenters (tens to hundreds of ms a cloud) segment off the tick, in a worker process of
+their own (:class:`Segment`); the tick hands on the newest segmented cloud, and "target found?" fails when it
+is stale.
 """
 
 from __future__ import annotations
