@@ -11,12 +11,17 @@ the episode are what they were.
 A node splits its work in three: ``snapshot()`` (tick thread: copy what it reads), ``plan(snapshot)`` (worker:
 no blackboard access, returns a result) and ``apply(result) -> Status`` (tick thread: write the blackboard).
 
-Cancelling cannot interrupt the C++ solvers (Drake's SNOPT, mplib's OMPL): the abandoned work runs to its end
-and its result is dropped. Background jobs run one at a time (a lock), so that a new plan never shares the
-IK and the planner (one per robot and process) with an abandoned one; nodes that use them in the tick thread
-run only after a planning node has succeeded, that is after its job ended. Drake and mplib hold Python's GIL
-in chunks while they solve (measured: up to ~0.14 s of mplib, a few ms of IK), so a tick may still wait that
-long for the GIL; the real-time runner counts those ticks as overruns.
+Where the worker runs (``Tools.planning``): "process" (the default in real time) sends the snapshot to the
+planning worker process (behaviors/planning_worker.py), which builds and keeps its own IK and motion planners
+per robot, so that no solver holds this process's GIL; "thread" runs ``plan`` on a thread of this process.
+Either way one job runs at a time, and a job cancelled in ``terminate()`` has its result dropped: cancelling
+cannot interrupt the C++ solvers (Drake's SNOPT, mplib's OMPL), so abandoned work runs to its end. On a thread,
+the jobs take a lock, so that a new plan never shares the IK and the planner (one per robot and process) with an
+abandoned one; nodes that use them in the tick thread run only after a planning node has succeeded, that is
+after its job ended. Drake and mplib hold Python's GIL in chunks while they solve (measured: up to ~0.14 s of
+mplib, a few ms of IK), so on a thread a tick may still wait that long for the GIL; the real-time runner counts
+those ticks as overruns. A planning worker process that dies (a solver's crash, a kill) is restarted, and the
+node whose plan it held fails visibly, saying so.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any
 
 import numpy as np
 from py_trees.common import Access, Status
+
+from .planning_worker import PlanningWorkerDied, planning_worker
 
 HOLD_STILL_FEEDBACK = "planning in the background: holding still"
 # One background plan at a time per process: the IK and the motion planner are shared (tree_solver's cache).
@@ -98,7 +105,10 @@ class BackgroundPlanning:
         if self._job is None:
             # The node commands while it plans (hold still): write access to the command, real time only.
             self.bb.register_key("command", access=Access.WRITE)
-            self._job = BackgroundJob(self.plan, self.snapshot(), name=self.name)
+            if getattr(self.tools, "planning", "thread") == "process":
+                self._job = planning_worker().submit(self, self.snapshot())
+            else:
+                self._job = BackgroundJob(self.plan, self.snapshot(), name=self.name)
             self._hold_ticks = 0
         if not self._job.done():
             self._hold_ticks += 1
@@ -108,7 +118,16 @@ class BackgroundPlanning:
             return Status.RUNNING
         job, self._job = self._job, None
         self.plan_wall_s.append(job.wall_s)
-        return self.apply(job.result())
+        try:
+            result = job.result()
+        except PlanningWorkerDied as died:  # the plan is lost; the worker was restarted for the next one
+            return self.fail(f"planning worker died while planning: {died}")
+        return self.apply(result)
+
+    def warm_up_planners(self) -> None:
+        """Build the planners ``plan`` uses (real time only, before the clock runs: in this process with
+        ``planning="thread"``, in the worker with "process"). The IK is built with the tools; nodes that plan
+        with a motion planner build it here."""
 
     def planning(self) -> bool:
         """A background plan is running (the node holds the robot still)."""

@@ -396,6 +396,11 @@ class PlanArmPath(BackgroundPlanning, Skill):
         super().__init__(name, tools, reads=("observation", pose_key, "attempt"), writes=(target_key, "arm_path"))
         self.target_key, self.pose_key, self.planning_time_s = target_key, pose_key, planning_time_s
 
+    def warm_up_planners(self) -> None:
+        """mplib's planner of the arm (seconds of parsing), built before the clock runs (real time)."""
+        if self.tools.motion_planner is not None:
+            self.tools.motion_planner()
+
     def snapshot(self) -> dict:
         return {"observation": self.bb.observation, "X_WG": np.array(self.bb.get(self.pose_key)),
                 "attempt": self.bb.attempt}

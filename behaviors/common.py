@@ -39,6 +39,14 @@ class Tools:
     failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)
     failure_reasons: list[str] = field(default_factory=list)  # "node: why", in the same order
     realtime: bool = False  # planning nodes plan off the tick thread, the robot held still (behaviors/background.py)
+    # Where a real-time plan runs: "thread" (a worker thread of this process) or "process" (the planning worker
+    # process, behaviors/planning_worker.py: no solver holds this process's GIL). Lockstep plans in the tick.
+    planning: str = "thread"
+    spec: object = None  # the behaviors.solver_tools.ToolsSpec these tools were built from (the worker builds its own)
+    # The segmenter as the segmentation worker process builds it: (name, target, model, kwargs), and its key there
+    # ((the solver's number, its reset count): one segmenter per solver, reset with it). Set by TreeSolver.
+    segmenter_spec: object = None
+    segmenter_key: object = None
 
     def __post_init__(self):
         m = self.model

@@ -94,6 +94,12 @@ def ik_pose(obs: Observation, model: RobotModel, X_WG: np.ndarray) -> np.ndarray
     return np.linalg.inv(planner_frame(obs, model)) @ X_WG
 
 
+def ik_goal_in_planner_frame(model: RobotModel, obs: Observation, X_WG: np.ndarray) -> np.ndarray:
+    """:func:`ik_pose` with the model first: ``functools.partial(ik_goal_in_planner_frame, model)`` is a node's
+    ``ik_goal`` that pickles (a lambda does not: the planning worker process gets a copy of the node)."""
+    return ik_pose(obs, model, X_WG)
+
+
 def points_in_planner_frame(obs: Observation, model: RobotModel, p_W: np.ndarray) -> np.ndarray:
     X_WP = planner_frame(obs, model)
     return (np.asarray(p_W, dtype=np.float64) - X_WP[:3, 3]) @ X_WP[:3, :3]
@@ -212,6 +218,10 @@ class PlanPick(BackgroundPlanning, Skill):
                          writes=("grasp", "X_WG_pregrasp", "X_WG_grasp", "q_pregrasp", "q_grasp", "arm_plan",
                                  "target_at_grasp"))
         self.max_candidates, self.footprint = max_candidates, footprint
+
+    def warm_up_planners(self) -> None:
+        """The table-top mplib planner (seconds of parsing), built before the clock runs (real time)."""
+        pick_motion_planner(self.tools.model, self.tools.side)
 
     def snapshot(self) -> dict:
         return {"observation": self.bb.observation, "target": self.bb.target, "support_z": self.bb.support_z,

@@ -34,6 +34,8 @@ is skipped while the object stays where it was).
 
 from __future__ import annotations
 
+import functools
+
 import py_trees
 from py_trees.common import ParallelPolicy
 
@@ -49,7 +51,7 @@ from .pick_nodes import (
     PlanPick,
     Recover,
     WaitForTarget,
-    ik_pose,
+    ik_goal_in_planner_frame,
     seconds_to_steps,
 )
 
@@ -79,7 +81,7 @@ def _grasp_steps(tools: Tools) -> list[py_trees.behaviour.Behaviour]:
         StepTimeout("pregrasp in time?", FollowPlan("follow arm path", tools), steps(4.0), tools),
         # The hand in view above the object: move the grasp by the offset at which the camera sees the hand.
         CorrectHoldForCameras("correct grasp (hand seen)", tools,
-                              ik_goal=lambda obs, X_WG: ik_pose(obs, tools.model, X_WG)),
+                              ik_goal=functools.partial(ik_goal_in_planner_frame, tools.model)),
         StepTimeout("grasp in time?", MoveToConfiguration(
             # Held short by the object (a finger on its top): close anyway if aligned and within 1 cm.
             "move in along the approach", tools, "q_grasp", "X_WG_grasp", lateral_tolerance_m=0.005,

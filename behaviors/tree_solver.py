@@ -10,22 +10,19 @@ from typing import Any
 import numpy as np
 import py_trees
 
-from handleit.control.pid import PART_GAINS, PIDGains, make_robot_pid
-from handleit.perception.grasp_predictors import get_grasp_predictor
 from handleit.perception.handle_points import HandleAccumulator
 from handleit.perception.segmenters import SIMULATOR, TARGET_MASKS, get_segmenter
 from handleit.types import Command, Observation, RobotModel
 
+from .background import BackgroundPlanning
 from .common import Tools
-from .planners import arm_motion_planner, robot_self_filter, whole_body_ik
-from .segment_nodes import with_segmentation
+from .planning_worker import planning_worker, segmentation_worker
+from .segment_nodes import Segment, with_segmentation
+from .solver_tools import TRACKING_GAINS, ToolsSpec, make_tools  # noqa: F401  TRACKING_GAINS: re-exported
 
 _instances = itertools.count()
-# Reference tracking: the Let's Handle It (arXiv 2202.11792) proportional gains without integral (see
-# MoveToConfiguration), except the base rotation: its kp = 0.5 corrects a 0.01 rad heading error (1 cm at the hand) at
-# 0.005 rad/s, too slow for a 2 s episode; it gets the arm's kp.
-TRACKING_GAINS = {part: PIDGains(g.kp, 0.0, g.kd) for part, g in PART_GAINS.items()}
-TRACKING_GAINS["base_rotation"] = PIDGains(PART_GAINS["arm"].kp, 0.0, 0.0)
+_solvers = itertools.count()
+PLANNING_MODES = ("process", "thread")  # where a real-time plan runs (behaviors/background.py)
 
 
 class TreeSolver:
@@ -43,19 +40,25 @@ class TreeSolver:
             reads. Only ``simulator`` reads the simulator's masks.
         segment_target: what the tree targets ("cabinet_part", "floor_object", "table_object").
         segmenter_kwargs: passed to the segmenter's factory (e.g. ``marker_rgb`` for ``color_marker``).
-        realtime: plan off the tick thread (behaviors/background.py: the cabinet trees' grasp and arm-path
-            planning so far); False (lockstep) plans in the tick. Read at ``reset()``.
+        realtime: plan off the tick thread (behaviors/background.py); False (lockstep) plans in the tick. Read at
+            ``reset()``.
+        planning: where a real-time plan runs: "process" (the planning worker process, behaviors/planning_worker.py:
+            no solver holds the tick process's GIL) or "thread" (a worker thread of this process). Read at
+            ``reset()``; lockstep ignores it.
     """
 
     def __init__(self, task: str, model: RobotModel, build: Callable[[Tools], py_trees.behaviour.Behaviour],
                  grasp_predictor: str = "antipodal", side: str = "right", sides: tuple[str, ...] = (),
                  blackboard: dict[str, Any] | None = None, segmenter: str = SIMULATOR,
                  segment_target: str = "cabinet_part", segmenter_kwargs: dict[str, Any] | None = None,
-                 realtime: bool = False):
+                 realtime: bool = False, planning: str = "process"):
         self.name, self.task, self.model, self.build = "bt", task, model, build
-        self.realtime = realtime
+        self.realtime, self.planning = realtime, planning
         self.segmenter_name = segmenter
         self.segmenter = get_segmenter(segmenter, segment_target, model, **(segmenter_kwargs or {}))
+        # The same segmenter, as the segmentation worker process builds it (real time, planning="process").
+        self.segmenter_spec = (segmenter, segment_target, model, dict(segmenter_kwargs or {}))
+        self._number, self._resets = next(_solvers), 0
         missing = [m for m in TARGET_MASKS[segment_target] if m not in self.segmenter.mask_names]
         if segmenter != SIMULATOR and missing:
             raise ValueError(f"segmenter {segmenter!r} makes the masks {list(self.segmenter.mask_names)}; the {task} "
@@ -70,23 +73,38 @@ class TreeSolver:
     # Solver protocol ---------------------------------------------------------------------------------
     def reset(self, observation: Observation) -> None:
         namespace = f"/handleit_{next(_instances)}"
-        self.tools = Tools(
-            model=self.model, ik=whole_body_ik(self.model), pid=make_robot_pid(self.model),
-            tracking_pid=make_robot_pid(self.model, presets=TRACKING_GAINS),
-            grasp_predictor=get_grasp_predictor(self.grasp_predictor_name), namespace=namespace, side=self.side,
-            sides=self.sides,
-            motion_planner=lambda: arm_motion_planner(self.model, self.side), segmenter=self.segmenter,
-            self_filter=lambda: robot_self_filter(self.model),
-            realtime=self.realtime,
-        )
+        if self.planning not in PLANNING_MODES:
+            raise ValueError(f"planning must be one of {PLANNING_MODES}, got {self.planning!r}")
+        spec = ToolsSpec(self.model, self.grasp_predictor_name, self.side, self.sides)
+        self.tools = make_tools(spec, namespace, segmenter=self.segmenter, realtime=self.realtime,
+                                planning=self.planning)
+        self._resets += 1
+        self.tools.segmenter_spec, self.tools.segmenter_key = self.segmenter_spec, (self._number, self._resets)
+        old_root, self.root = self.root, None
+        if old_root is not None:  # a segmentation still running on a thread must not see the reset below
+            for node in old_root.iterate():
+                if isinstance(node, Segment):
+                    node.wait_idle()
         self.segmenter.reset()
         self.root = with_segmentation(self.build(self.tools), self.tools, self.segmenter_name)
-        # What a node builds before its first tick (a robot model, ~1 s): in real time, before the clock runs
-        # (a model built later on a planning thread would hold Python's lock and stall the ticks).
+        # What a node builds before its first tick (a robot model, ~1 s; in real time the motion planners too):
+        # before the clock runs (a model built later on a planning thread would hold Python's lock and stall the
+        # ticks). Planning in the worker process: built there (and waited for), not here.
+        in_worker = self.realtime and self.planning == "process"
+        planners = [node for node in self.root.iterate() if isinstance(node, BackgroundPlanning)]
         for node in self.root.iterate():
+            if in_worker and isinstance(node, BackgroundPlanning):
+                continue
             warm_up = getattr(node, "warm_up", None)
             if callable(warm_up):
                 warm_up()
+            if self.realtime and isinstance(node, BackgroundPlanning):
+                node.warm_up_planners()
+        if in_worker and planners:
+            planning_worker().warm_up(spec, planners)
+        if in_worker and not getattr(self.segmenter, "runs_in_tick", False):
+            # Built in the segmentation worker on the first reset (waited for: before the clock runs), reset after.
+            segmentation_worker().prepare_segmenter(self.tools.segmenter_key, self.segmenter_spec)
         self.tree = py_trees.trees.BehaviourTree(self.root)
         self.bb = py_trees.blackboard.Client(name="solver", namespace=namespace)
         for key, value in self._initial_blackboard().items():

@@ -62,7 +62,16 @@ class RunReport:
     ticks: int = 0
     tick_wall_s: list[float] = field(default_factory=list)  # per tick: observe + freshness + solver + act
     solver_wall_s: list[float] = field(default_factory=list)  # per tree tick: solver.step alone
+    # per tick: CPU seconds of the tick's thread (time.thread_time); far below the wall time, the tick waited
+    # (for Python's GIL, held by another thread, or for a CPU, taken by other processes)
+    tick_cpu_s: list[float] = field(default_factory=list)
+    # per tick: seconds the tick's thread waited on the kernel's run queue (runnable, no CPU free: other processes);
+    # Linux only (/proc/thread-self/schedstat), else empty. Wall - CPU - this: the tick waited for the GIL (or I/O).
+    tick_runqueue_s: list[float] = field(default_factory=list)
     overruns: int = 0  # ticks during which the clock advanced by more than the control period
+    # Per overrun: (tick index, the tick's wall s, how far the clock advanced during it, s): a short tick can
+    # overrun where the robot's clock jumps (a simulator catching up after it fell behind its schedule).
+    overrun_ticks: list[tuple[int, float, float]] = field(default_factory=list)
     stale_ticks: int = 0  # ticks where the observation was not fresh (zero velocity commanded)
     failures: list[dict[str, Any]] = field(default_factory=list)  # {"check", "reason", "time_s"}
     predicted_ages_s: list[float] = field(default_factory=list)  # per tick: how far the state was predicted
@@ -159,7 +168,8 @@ class RealtimeRunner:
                 if until is not None and until():  # e.g. the episode ended while this loop waited for the clock
                     self.report.stop_reason = "until() is true"
                     break
-                start, clock_start = time.perf_counter(), self.clock.now_s()
+                start, clock_start, cpu_start = time.perf_counter(), self.clock.now_s(), time.thread_time()
+                queued_start = _runqueue_wait_s()
                 observation = self.robot.observe()
                 stale = self.stale_reason(observation)
                 if stale is not None:
@@ -189,11 +199,17 @@ class RealtimeRunner:
                     self._sent.pop(0)
                 elapsed = time.perf_counter() - start
                 self.report.tick_wall_s.append(elapsed)
+                self.report.tick_cpu_s.append(time.thread_time() - cpu_start)
+                if queued_start is not None:
+                    self.report.tick_runqueue_s.append(_runqueue_wait_s() - queued_start)
                 self.report.ticks += 1
                 # An overrun: the robot's clock moved on by more than a period during the tick (on a
                 # simulator's clock at a real-time factor below 1 the wall budget is longer than the period). A
                 # simulated clock moves in whole periods: a tolerance keeps one period's rounding from counting.
-                self.report.overruns += self.clock.now_s() - clock_start > self.period_s * (1 + 1e-6)
+                advance_s = self.clock.now_s() - clock_start
+                if advance_s > self.period_s * (1 + 1e-6):
+                    self.report.overruns += 1
+                    self.report.overrun_ticks.append((self.report.ticks - 1, elapsed, advance_s))
                 # A late tick does not try to catch up (that would send a burst of commands): next tick one
                 # period after this one started when behind (on a stepped clock, never twice at one reading).
                 t_next = max(t_next + self.period_s, clock_start + self.period_s)
@@ -275,6 +291,15 @@ class RealtimeRunner:
                 self._safe_stop("; ".join(reasons))
                 if first:
                     self.report.watchdog_stops.append({"reason": "; ".join(reasons), "wall_s": time.time()})
+
+
+def _runqueue_wait_s() -> float | None:
+    """Seconds this thread has waited on the kernel's run queue so far (Linux schedstat), or None."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class _RobotClock:

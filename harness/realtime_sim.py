@@ -26,7 +26,8 @@ readings once they are visible; the ground truth (success) comes back at the end
 only, never through :meth:`RealtimeSimRobot.observe`.
 
 ``--perturb`` keys (:func:`split_perturbation`): ``latency=0.1`` (sensor latency, s), ``command_latency=0.05``
-(s), ``camera_hz=15``, ``rtf=0.25``, ``planning=inline`` (default ``background``); they mix with the env's sensor
+(s), ``camera_hz=15``, ``rtf=0.25``, ``planning=process|thread|inline`` (default ``process``; ``background`` is
+the old name of ``thread``); they mix with the env's sensor
 keys (``depth_noise=...``), which ``envs/sensor_model.parse_perturbation`` reads. Any of them runs the episode
 through this robot.
 """
@@ -63,6 +64,10 @@ DEFAULT_REAL_TIME_FACTOR = 0.25  # simulated s per wall s: a camera step (~55 ms
 DEFAULT_COMMAND_TIMEOUT_S = 0.1  # simulated s after it took effect before a command counts as zero (cmd_vel)
 DEFAULT_WATCHDOG_TIMEOUT_S = 0.25  # wall s without a completed tick before the runner commands zero velocity
 START_TIMEOUT_S = 300.0  # wall s for the child to import SAPIEN, build the env and reset (slow on a loaded CPU)
+# Where planning nodes plan in real time (behaviors/background.py); process measured best (docs/benchmarks.md,
+# issue 15, "Planning in another process").
+PLANNING_VALUES = ("process", "thread", "inline")
+DEFAULT_PLANNING = "process"
 REALTIME_KEYS = ("latency", "command_latency", "camera_hz", "rtf", "planning", "compensation")
 _EPS_S = 1e-9  # simulated times are sums of 0.01 s steps: compare them with this tolerance
 
@@ -78,8 +83,9 @@ class RealtimeSettings:
     ``command_latency_s``: a command takes effect this long after it was sent [s].
     ``camera_hz``: point clouds per simulated second (rounded to a whole number of control steps).
     ``real_time_factor``: simulated seconds per wall second the child's clock runs at.
-    ``background_planning``: a tree plans off the tick thread (behaviors/background.py); False (``planning=inline``)
-    plans in the tick as in lockstep, to measure what that costs.
+    ``planning``: where a tree's planning nodes plan (behaviors/background.py): ``process`` (the planning worker
+    process: no solver holds the tick process's GIL), ``thread`` (a thread of the tick process), or ``inline``
+    (in the tick, as in lockstep, to measure what that costs).
     ``compensate_latency``: the runner moves late joint states on by the commands sent since their stamp
     (handleit.control.latency); False (``compensation=off``) hands the tree the late state as it is.
     """
@@ -88,8 +94,13 @@ class RealtimeSettings:
     command_latency_s: float = 0.0
     camera_hz: float = DEFAULT_CAMERA_HZ
     real_time_factor: float = DEFAULT_REAL_TIME_FACTOR
-    background_planning: bool = True
+    planning: str = DEFAULT_PLANNING
     compensate_latency: bool = True
+
+    @property
+    def background_planning(self) -> bool:
+        """Planning runs off the tick thread (in the worker process or on a thread)."""
+        return self.planning != "inline"
 
     def __post_init__(self):
         for name in ("sensor_latency_s", "command_latency_s"):
@@ -98,15 +109,17 @@ class RealtimeSettings:
                 raise ValueError(f"RealtimeSettings.{name} must be in [0, 5] s, got {value!r}")
         if not _finite_real(self.camera_hz) or not 0 < self.camera_hz <= 100:
             raise ValueError(f"RealtimeSettings.camera_hz must be in (0, 100], got {self.camera_hz!r}")
+        if self.planning not in PLANNING_VALUES:
+            raise ValueError(f"RealtimeSettings.planning must be one of {PLANNING_VALUES}, got {self.planning!r}")
         if not _finite_real(self.real_time_factor) or not 0 < self.real_time_factor <= 10:
             raise ValueError(f"RealtimeSettings.real_time_factor must be in (0, 10], got {self.real_time_factor!r}")
 
     def describe(self) -> str:
-        """The canonical text: every key, fixed order, ``planning`` only when inline (not the default)
+        """The canonical text: every key, fixed order, ``planning`` only when not the default (process)
         (``split_perturbation(s.describe())[0] == s``)."""
         return (f"latency={_num(self.sensor_latency_s)},command_latency={_num(self.command_latency_s)},"
                 f"camera_hz={_num(self.camera_hz)},rtf={_num(self.real_time_factor)}"
-                + ("" if self.background_planning else ",planning=inline")
+                + ("" if self.planning == DEFAULT_PLANNING else f",planning={self.planning}")
                 + ("" if self.compensate_latency else ",compensation=off"))
 
     def __str__(self) -> str:
@@ -114,7 +127,7 @@ class RealtimeSettings:
 
 
 _FIELD_OF_KEY = {"latency": "sensor_latency_s", "command_latency": "command_latency_s", "camera_hz": "camera_hz",
-                 "rtf": "real_time_factor", "planning": "background_planning",
+                 "rtf": "real_time_factor", "planning": "planning",
                  "compensation": "compensate_latency"}
 
 
@@ -150,15 +163,16 @@ def split_perturbation(text: str | None) -> tuple[RealtimeSettings | None, str]:
     return settings, ",".join(rest)
 
 
-def _parse_value(key: str, value: str, token: str) -> float | bool:
+def _parse_value(key: str, value: str, token: str) -> float | bool | str:
     if key == "compensation":
         if value.lower() not in ("on", "off"):
             raise ValueError(f"real-time perturbation token {token!r}: compensation is 'on' or 'off'")
         return value.lower() == "on"
     if key == "planning":
-        if value.lower() not in ("background", "inline"):
-            raise ValueError(f"real-time perturbation token {token!r}: planning is 'background' or 'inline'")
-        return value.lower() == "background"
+        value = {"background": "thread"}.get(value.lower(), value.lower())  # the old name of thread
+        if value not in PLANNING_VALUES:
+            raise ValueError(f"real-time perturbation token {token!r}: planning is one of {', '.join(PLANNING_VALUES)}")
+        return value
     per_unit = 1.0
     if key in ("latency", "command_latency"):
         lower = value.lower()
@@ -723,6 +737,8 @@ def warm_up_solver(solver, first: Observation) -> str:
     start = time.perf_counter()
     solver.reset(first)
     done = "reset"
+    if getattr(solver, "realtime", False) and getattr(solver, "planning", "thread") == "process":
+        return f"{done}, planners in the worker process, in {time.perf_counter() - start:.1f} s"
     try:
         if solver.tools is not None and solver.tools.motion_planner is not None:
             solver.tools.motion_planner()
@@ -748,7 +764,9 @@ class RealtimeEpisodes:
 
     def robot(self, spec, settings: RealtimeSettings, sensor_perturbation: SensorPerturbation | None,
               sim_masks: bool, target_marker_rgb) -> RealtimeSimRobot:
-        key = (spec.task, spec.split, spec.max_steps, settings, sensor_perturbation, sim_masks,
+        # Where the tree plans is no matter of the robot's: one robot process serves every planning mode.
+        key = (spec.task, spec.split, spec.max_steps, dataclasses.replace(settings, planning=DEFAULT_PLANNING),
+               sensor_perturbation, sim_masks,
                None if target_marker_rgb is None else tuple(target_marker_rgb))
         robot = self._robots.get(key)
         if robot is not None and not robot.link_ok()[0]:
@@ -778,6 +796,8 @@ class RealtimeEpisodes:
             solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
             if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)
                 solver.realtime = settings.background_planning
+                if settings.background_planning:
+                    solver.planning = settings.planning
             warm_up = warm_up_solver(solver, first)
             tracked = TrackedSolver(solver)
             runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / robot.model.control_dt_s,
@@ -805,6 +825,7 @@ class RealtimeEpisodes:
         record.diagnostics["realtime"] = realtime_diagnostics(settings, report, result)
         rt = record.diagnostics["realtime"]
         rt["background_planning"] = bool(getattr(solver, "realtime", False))
+        rt["planning"] = settings.planning if rt["background_planning"] else "inline"
         rt["compensate_latency"] = settings.compensate_latency
         rt["plans"] = tracked.plans()
         rt["warm_up"] = warm_up
@@ -832,5 +853,9 @@ def realtime_diagnostics(settings: RealtimeSettings, report, result: dict[str, A
         **report.tick_stats(), "stop_reason": report.stop_reason, "runner_error": report.error,
         "stale_reasons": stale[:3], "watchdog_reasons": [w["reason"] for w in report.watchdog_stops[:3]],
         "tick_wall_ms": [round(1e3 * t, 2) for t in report.tick_wall_s],
+        "tick_cpu_ms": [round(1e3 * t, 2) for t in report.tick_cpu_s],
+        "tick_runqueue_ms": [round(1e3 * t, 2) for t in report.tick_runqueue_s],
+        # per overrun: tick index, its wall ms, the simulated ms the robot's clock advanced during it
+        "overrun_ticks": [[i, round(1e3 * wall, 2), round(1e3 * advance, 2)] for i, wall, advance in report.overrun_ticks],
         "solver_wall_ms": [round(1e3 * t, 2) for t in report.solver_wall_s],
     }

@@ -63,7 +63,9 @@ def _run_ros(args: argparse.Namespace) -> int:
     robot = RosRobot(model, transport, target_prompt_W=prompt, **mask_fields)
     solver = make_solver(args.solver, args.task, model, segmenter=args.segmenter)
     if hasattr(solver, "realtime"):  # a tree solver: plan off the tick thread (read at its reset)
-        solver.realtime = True
+        solver.realtime = args.planning != "inline"
+        if solver.realtime:
+            solver.planning = args.planning
     tracked = TrackedSolver(solver)  # failed nodes and planning ticks, for the report
     result: dict = {"task": args.task}
     try:
@@ -123,6 +125,9 @@ def add_commands(sub) -> None:
     run.add_argument("--prompt", default="",
                      help="the operator's prompt for the geometric segmenter: x,y,z or xmin,ymin,zmin,xmax,ymax,zmax "
                           "in the world frame (m)")
+    run.add_argument("--planning", default="process", choices=["process", "thread", "inline"],
+                     help="where the tree plans and segments: worker processes (no solver holds the tick's GIL), "
+                          "threads of the tick process, or in the tick (behaviors/background.py)")
     run.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the robot's first sensor data")
     run.add_argument("--report-ticks", action="store_true",
                      help="add every tick's time and which ticks planned to the JSON line")

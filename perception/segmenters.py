@@ -150,6 +150,9 @@ class SimulatorSegmenter:
     ManiSkill3's StackCube ``place_target``): the reference the others are measured against. Raises
     SegmentationError on an observation without them (a real robot's)."""
 
+    # Copies masks (microseconds): a real-time tree runs it in the tick, where the others run off it.
+    runs_in_tick = True
+
     def __init__(self, target: str, model: RobotModel | None = None):
         self.mask_names = TARGET_MASKS[target]
 

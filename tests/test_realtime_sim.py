@@ -39,10 +39,17 @@ def test_real_time_keys_split_from_the_sensor_keys_in_canonical_form():
     assert split_perturbation("latency=100ms,command_latency=50ms")[0] == RealtimeSettings(0.1, 0.05)
     assert split_perturbation("depth_noise=0.005") == (None, "depth_noise=0.005")
     assert split_perturbation("") == (None, "") and split_perturbation("none") == (None, "")
-    # planning in the tick, to measure what it costs: a key of its own, in the canonical text only when inline
+    # where planning runs: a key of its own, in the canonical text only when not the default (the worker process)
     inline = split_perturbation("planning=Inline,latency=0")[0]
     assert not inline.background_planning and str(inline).endswith(",planning=inline")
     assert split_perturbation(str(inline))[0] == inline
+    thread = split_perturbation("latency=0,planning=thread")[0]
+    assert thread.background_planning and thread.planning == "thread" and str(thread).endswith(",planning=thread")
+    assert split_perturbation("latency=0,planning=background")[0] == thread  # the old name of thread
+    process = split_perturbation("latency=0,planning=process")[0]
+    assert process.planning == "process" == RealtimeSettings().planning and "planning" not in str(process)
+    with pytest.raises(ValueError, match="planning is one of"):
+        split_perturbation("latency=0,planning=gpu")
     # latency=0 is a real-time run (the robustness table's 0 ms row), not "no perturbation"
     assert split_perturbation("latency=0")[0] == RealtimeSettings(camera_hz=DEFAULT_CAMERA_HZ)
 

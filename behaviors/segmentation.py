@@ -1,0 +1,34 @@
+"""One cloud through a segmenter: what the segment node does with each new cloud, in the tick (lockstep), on a
+thread or in the segmentation worker process (real time: behaviors/segment_nodes.py, behaviors/planning_worker.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from handleit.perception.segmentation_errors import SegmentationError
+from handleit.types import Observation
+
+
+def segment_cloud(segmenter, obs: Observation) -> tuple[np.ndarray | None, dict[str, np.ndarray], str | None]:
+    """``(finite, masks, error)``: the points kept (a bool mask over ``obs.points``; None when all are finite),
+    the segmenter's masks over the kept points, and the SegmentationError's message (None when it found the
+    target; the masks are then all empty). Other exceptions propagate."""
+    finite = np.isfinite(obs.points).all(axis=1) if len(obs.points) else np.zeros(0, dtype=bool)
+    keep = None if finite.all() else finite
+    if keep is not None:
+        obs = finite_points(obs, keep)
+    try:
+        return keep, segmenter.segment(obs), None
+    except SegmentationError as error:
+        return keep, {name: np.zeros(len(obs.points), dtype=bool) for name in segmenter.mask_names}, str(error)
+
+
+def finite_points(obs: Observation, keep: np.ndarray | None) -> Observation:
+    """The observation with only the points under ``keep`` (None: unchanged)."""
+    if keep is None:
+        return obs
+    return dataclasses.replace(obs, points=obs.points[keep], colors=obs.colors[keep],
+                               masks={k: np.asarray(v)[keep] for k, v in obs.masks.items()},
+                               sensor_index=None if obs.sensor_index is None else obs.sensor_index[keep])

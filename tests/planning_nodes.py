@@ -1,0 +1,29 @@
+"""Planning nodes for the planning worker's tests (tests/test_planning_worker.py): module-level classes, so that the
+worker process can unpickle their copies (it imports this module as ``tests.planning_nodes``)."""
+
+from __future__ import annotations
+
+import time
+
+from py_trees.common import Status
+
+from handleit.behaviors.background import BackgroundPlanning
+from handleit.behaviors.common import Skill
+
+
+class SleepThenDouble(BackgroundPlanning, Skill):
+    """Reads ``value`` (and ``sleep_s``), sleeps that long in ``plan``, writes 2 * value to ``result``."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("value", "sleep_s"), writes=("result",))
+
+    def snapshot(self):
+        return {"value": self.bb.value, "sleep_s": self.bb.sleep_s}
+
+    def plan(self, snap):
+        time.sleep(snap["sleep_s"])
+        return 2 * snap["value"]
+
+    def apply(self, result):
+        self.bb.result = result
+        return Status.SUCCESS
