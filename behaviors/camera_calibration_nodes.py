@@ -15,14 +15,15 @@ Cameras are told apart by where they sit on the base (their centres in the base 
 a cloud: a driver may list them in another order from one cloud to the next (over ROS the index follows the
 order in which the viewpoints first appear).
 
-In real time the fits run on a worker thread (each takes 0.3-2 s on this CPU), the clouds meanwhile pass as
-they are.
+In real time the fits run off the tick (each takes 0.3-2 s on this CPU): in the planning worker process with
+``planning="process"`` (the default; behaviors/planning_worker.py), else on a thread; the clouds meanwhile pass
+as they are.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from py_trees.common import Status
@@ -36,6 +37,7 @@ from handleit.perception.camera_calibration import (
 from handleit.types import Observation
 
 from .common import Skill, Tools
+from .planning_worker import planning_worker
 
 RETRY_EVERY_TICKS = 20
 MAX_TRIES = 6  # per camera
@@ -59,18 +61,26 @@ class CalibrateCameras(Skill):
         self.corrections_B: dict[int, np.ndarray | None] = {}  # per camera: a correction, or None (none needed)
         self.tries: dict[int, int] = {}
         self.notes: dict[int, str] = {}
-        self._last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None  # raw points -> corrected
+        self._last = None  # (raw points, corrected points, corrected centres): one cloud corrected once
         self._pool: ThreadPoolExecutor | None = None
-        self._job: Future | None = None
+        self._job = None  # a Future (thread) or a ProcessJob (planning worker process)
 
     def warm_up(self) -> None:
         if self.tools.self_filter is not None:
             self.tools.self_filter()
 
     def terminate(self, new_status: Status) -> None:
-        if new_status == Status.INVALID and self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        if new_status == Status.INVALID:
+            if self._job is not None:
+                self._job.cancel()
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool, self._job = None, None
+
+    def plan(self, snapshot: tuple[Observation, dict[int, int]]) -> dict:
+        """The fits of the cameras named in the snapshot (identity -> index in its observation); no blackboard."""
+        obs, cameras = snapshot
+        return self._fit(obs, cameras)
 
     def _camera_ids(self, obs: Observation) -> list[int]:
         """For each of the observation's cameras, its identity (an index into ``cameras_B``)."""
@@ -133,7 +143,9 @@ class CalibrateCameras(Skill):
         if pending and self._job is None and self.bb.tick % RETRY_EVERY_TICKS == 0:
             cameras = {cid: c for cid, c in pending.items() if np.any(obs.sensor_index == c)}
             if cameras:
-                if self.tools.realtime:
+                if self.tools.realtime and getattr(self.tools, "planning", "thread") == "process":
+                    self._job = planning_worker().submit(self, (obs, cameras))
+                elif self.tools.realtime:
                     self._pool = self._pool or ThreadPoolExecutor(1, thread_name_prefix="calibrate-cameras")
                     self._job = self._pool.submit(self._fit, obs, cameras)
                 else:

@@ -118,3 +118,25 @@ def test_cameras_are_known_by_where_they_sit_not_by_their_index(miscalibrated):
     fixed = solver.bb.observation
     ours = fixed.points[fixed.sensor_index == order[0]]  # old camera 0, now index 2
     assert np.median(np.linalg.norm(ours - clean[index == 0], axis=1)) < 0.004
+
+
+@pytest.mark.parametrize("planning", ["process", "thread"])
+def test_in_real_time_the_fit_runs_off_the_tick(miscalibrated, planning):
+    """Real time: the first ticks pass the cloud as it is while the fit runs (in the planning worker process, or
+    on a thread); once it is back, the clouds are corrected."""
+    import dataclasses
+    import time
+
+    robot, obs, seen, clean, index = miscalibrated
+    solver = make_tree_solver("MoveBucket", robot.model, realtime=True, planning=planning)
+    solver.reset(obs)
+    node = next(n for n in solver.root.iterate() if n.name == "calibrate cameras (robot seen)")
+    solver.step(obs)
+    assert node._job is not None  # noqa: SLF001 (sent off the tick, not solved in it)
+    deadline = time.monotonic() + 300
+    while node._job is not None and time.monotonic() < deadline:  # noqa: SLF001
+        time.sleep(0.5)
+        solver.step(dataclasses.replace(obs, points=obs.points.copy()))
+    assert "corrected" in node.feedback_message, node.feedback_message
+    fixed = solver.bb.observation
+    assert np.median(np.linalg.norm(fixed.points[fixed.sensor_index == 0] - clean[index == 0], axis=1)) < 0.004
