@@ -61,6 +61,7 @@ class PredicateEvidence:
 
     holds: bool
     evidence: str
+    observed: bool = True  # False: perception could not see what decides it (a tree may keep the last value)
 
 
 def _lateral_axes(normal_W: np.ndarray) -> np.ndarray:
@@ -97,10 +98,32 @@ def estimate_opening_m(part_points_W, body_points_W, front_normal_W, band_m: flo
     return front_layer_offset_m(part_F[:, 0]) - front_layer_offset_m(body_F[near, 0])
 
 
+class OpeningTracker:
+    """A part's opening (m) every step: :func:`estimate_opening_m` where the body around the part is seen, else
+    the part's displacement since some earlier step (an
+    :class:`~handleit.perception.open_state.OpenStateEstimator`'s) plus the offset between the two measured
+    when both last were (the robot's arm hides the body's front near the handle while it pulls)."""
+
+    def __init__(self) -> None:
+        self.offset_m: float | None = None  # opening minus displacement, when last both were measured
+
+    def update(self, part_points_W, body_points_W, front_normal_W, displacement_m: float | None = None
+               ) -> tuple[float | None, str]:
+        """(opening in m or None, how it was measured: "body front", "displacement" or "not seen")."""
+        opening = estimate_opening_m(part_points_W, body_points_W, front_normal_W)
+        if opening is not None:
+            if displacement_m is not None:
+                self.offset_m = opening - displacement_m
+            return opening, "body front"
+        if displacement_m is not None and self.offset_m is not None:
+            return displacement_m + self.offset_m, "displacement"
+        return None, "not seen"
+
+
 def evaluate_closed(opening_m: float | None, max_opening_m: float = CLOSED_MAX_OPENING_M) -> PredicateEvidence:
     """``Closed(part)`` from its opening (m, :func:`estimate_opening_m`; None: not measured)."""
     if opening_m is None:
-        return PredicateEvidence(False, "opening not measured (part or body not seen)")
+        return PredicateEvidence(False, "opening not measured (part or body not seen)", observed=False)
     holds = opening_m <= max_opening_m
     return PredicateEvidence(holds, f"opening {opening_m * 100:.1f} cm {'<=' if holds else '>'} "
                                     f"{max_opening_m * 100:.1f} cm")
@@ -110,7 +133,7 @@ def evaluate_open(opening_m: float | None, travel_m: float | None,
                   fraction: float = OPEN_FRACTION_OF_TRAVEL) -> PredicateEvidence:
     """``Open(part)`` from its opening (m) and its travel (m; the end stop a pull reached, None: not known yet)."""
     if opening_m is None:
-        return PredicateEvidence(False, "opening not measured (part or body not seen)")
+        return PredicateEvidence(False, "opening not measured (part or body not seen)", observed=False)
     if travel_m is None or travel_m <= 0.0:
         return PredicateEvidence(False, f"opening {opening_m * 100:.1f} cm, travel unknown (not pulled to its stop)")
     holds = opening_m >= fraction * travel_m
@@ -194,10 +217,10 @@ def evaluate_inside_of(object_points_W, part_points_W, front_normal_W) -> Predic
     only its front: its box, and what it holds, cannot be seen, and the predicate does not hold."""
     obj = as_points(object_points_W, "object_points_W")
     if len(obj) < MIN_OBJECT_POINTS:
-        return PredicateEvidence(False, f"object not seen ({len(obj)} points)")
+        return PredicateEvidence(False, f"object not seen ({len(obj)} points)", observed=False)
     box = estimate_part_box(part_points_W, front_normal_W)
     if box is None:
-        return PredicateEvidence(False, "part not seen")
+        return PredicateEvidence(False, "part not seen", observed=False)
     depth = float(box.upper_F[0] - box.lower_F[0])
     inside = box.contains(obj, INSIDE_MARGIN_M, INSIDE_ABOVE_WALLS_M)
     fraction = float(inside.mean())
@@ -214,9 +237,9 @@ def evaluate_on_top_of(object_points_W, surface_points_W, seed: int = 0) -> Pred
     obj = as_points(object_points_W, "object_points_W")
     surface = as_points(surface_points_W, "surface_points_W")
     if len(obj) < MIN_OBJECT_POINTS:
-        return PredicateEvidence(False, f"object not seen ({len(obj)} points)")
+        return PredicateEvidence(False, f"object not seen ({len(obj)} points)", observed=False)
     if len(surface) < 3:
-        return PredicateEvidence(False, f"surface not seen ({len(surface)} points)")
+        return PredicateEvidence(False, f"surface not seen ({len(surface)} points)", observed=False)
     plane, inliers = fit_plane(surface, PLANE_DISTANCE_M, seed=seed)
     normal, d = plane[:3], plane[3]
     if normal[2] < 0:
