@@ -54,7 +54,7 @@ def make_goal_solver(goal: str, task: str, model: RobotModel, skills: tuple[Skil
     (:func:`~handleit.behaviors.backchaining.create_goal_tree`) instead of the task's hand-written tree;
     on the single-arm mobile robot. The goal is composed here, so that a goal no skill reaches is refused
     before any episode runs. Keyword arguments go to :class:`TreeSolver`."""
-    tree_for_goal(goal, skills, tools=None, placeholders=True)  # refuses what cannot be composed
+    tree_for_goal(goal, skills, tools=None)  # refuses what cannot be composed, or needs a skill not built
 
     def build(tools):
         return create_goal_tree(goal, skills, tools, entity_masks)

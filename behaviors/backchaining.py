@@ -133,6 +133,21 @@ class NotBuilt(py_trees.behaviour.Behaviour):
         return Status.FAILURE
 
 
+class AwaitEffects(py_trees.decorators.Decorator):
+    """Reports a skill's SUCCESS as RUNNING for the tick it ends in. Predicates are perceived once per tick,
+    before the goal's conditions: in the tick a skill ends, the conditions after it still read what was
+    perceived before it acted, and would start skills for preconditions it has just made true. On the next
+    tick the condition above reads fresh perception: it holds (the skill is stopped), or it does not and the
+    skill runs again."""
+
+    def update(self) -> Status:
+        status = self.decorated.status
+        if status == Status.SUCCESS:
+            self.feedback_message = "done: its effects are checked on the next tick"
+            return Status.RUNNING
+        return status
+
+
 class SubtreeStub(py_trees.behaviour.Behaviour):
     """Stands for a built skill's subtree in a tree composed without tools (for printing): FAILURE."""
 
@@ -149,7 +164,7 @@ def _action(a: Achiever, tools) -> py_trees.behaviour.Behaviour:
         return NotBuilt(a.signature)
     if tools is None:
         return SubtreeStub(a.signature, a.skill.doc)
-    return a.skill.build(tools, **dict(a.binding))
+    return AwaitEffects(f"{a.signature} (effects checked next tick)", a.skill.build(tools, **dict(a.binding)))
 
 
 def _ppa(e: Expansion, tools, placeholders: bool) -> py_trees.behaviour.Behaviour:

@@ -35,6 +35,9 @@ from .predicate_nodes import RecordTravel
 
 # The parts the built subtrees can act on: the entities the target masks name (predicate_nodes.DEFAULT_ENTITY_MASKS).
 TARGET_PART = "drawer"
+# The push slows with the part's opening as if the closed pose were this much farther (m): the drawer meets
+# its stop still moving (gain x 2 cm = 6 cm/s), instead of creeping up to it.
+PUSH_PAST_CLOSED_M = 0.02
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,8 @@ def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
 
 class PushDrawer(Skill):
     """Drive the base toward the cabinet, against the part's outward normal, arm and gripper locked, at a
-    speed that falls with the part's opening (``gain_per_s`` times it, within ``min_speed_mps`` and
-    ``max_speed_mps``), so that the drawer meets its closed stop gently. SUCCESS when the part stops moving
+    speed that falls with the part's opening (``gain_per_s`` times it plus ``PUSH_PAST_CLOSED_M``, within
+    ``min_speed_mps`` and ``max_speed_mps``), so that the drawer meets its closed stop gently. SUCCESS when the part stops moving
     after having moved at least ``min_travel_m`` (its stop, or blocked: the condition above says which)."""
 
     def __init__(self, name: str, tools: Tools, part: str, max_speed_mps: float = 0.5, min_speed_mps: float = 0.05,
@@ -134,7 +137,7 @@ class PushDrawer(Skill):
             if abs(displacement - self.history[-1 - self.stall_steps]) < self.stall_m:
                 return Status.SUCCESS
         speed = self.max_speed_mps if opening is None else float(
-            np.clip(self.gain_per_s * opening, self.min_speed_mps, self.max_speed_mps))
+            np.clip(self.gain_per_s * (opening + PUSH_PAST_CLOSED_M), self.min_speed_mps, self.max_speed_mps))
         # As the pull: ramp up, a jerk would tear the handle out of the fingers.
         speed *= min(1.0, len(self.history) / PULL_RAMP_STEPS)
         qvel = self.tools.pid.step(self.q_hold, obs.qpos)
