@@ -8,7 +8,7 @@ becomes
     ├── <goal>?                       condition, from perception (PerceivePredicates)
     └── <skill>(<entities>) (Sequence)    for each skill with the goal among its effects, in the given order
         ├── achieve <precondition>    each precondition expanded the same way, recursively
-        └── <the skill's subtree>
+        └── <skill>(<entities>) (effects checked next tick)    AwaitEffects over the skill's subtree
 
 and a conjunction is a Sequence of those. Every composite is without memory and the root is ticked at every
 control step, so a condition that stops holding (a drawer that slid shut, an object dropped) fails again

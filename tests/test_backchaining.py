@@ -275,3 +275,50 @@ def test_a_drawer_pushed_shut_by_hand_is_opened_again():
     _run(robot, solver, 900, disturb)
     assert "shut" in events and "reopened" in events, (events, solver.tools.failure_reasons)
     assert solver.bb.attempt >= 1  # the open skill's recover node started a new attempt
+
+
+def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot_see():
+    """PerceivePredicates on a drawer 30 cm open with a cube inside: Open needs the travel, Closed does not
+    hold, InsideOf does; once the cube is hidden (the drawer's box out of view), InsideOf is remembered."""
+    from types import SimpleNamespace
+
+    from handleit.behaviors.predicate_nodes import PerceivePredicates
+    from handleit.types import Observation
+    from tests.test_perception_predicates import _box_surface, _drawer
+
+    part, body = _drawer(0.3)
+    cube = _box_surface([-0.45, -0.03, 0.43], [-0.40, 0.03, 0.48], 300)
+    points = np.concatenate([part, body, cube]).astype(np.float32)
+    n_part, n_body = len(part), len(body)
+    masks = {"target_link": np.arange(len(points)) < n_part, "target_handle": np.zeros(len(points), bool),
+             "robot": np.zeros(len(points), bool), "object": np.arange(len(points)) >= n_part + n_body}
+    X_WB = np.eye(4)
+    X_WB[:3, 3] = [-1.5, 0.0, 0.0]
+    X_WT = np.eye(4)
+    X_WT[:3, 3] = [-1.0, 0.0, 1.0]
+    obs = Observation(0.0, points, np.zeros_like(points, dtype=np.uint8), masks, "world", ("f1", "f2"),
+                      np.array([0.04, 0.04]), np.zeros(2), X_WB, {"right": X_WT})
+    tools = SimpleNamespace(namespace="/pp_test", side="right", finger_indices={"right": np.array([0, 1])},
+                            model=SimpleNamespace(gripper_max_opening_m=0.08), failures=[], failure_reasons=[])
+    goal = tuple(parse_predicate(p) for p in ("Open(drawer)", "Closed(drawer)", "InsideOf(object, drawer)",
+                                              "HandEmpty()", "Grasped(object)"))
+    node = PerceivePredicates("perceive predicates", tools, goal)
+    bb = py_trees.blackboard.Client(name="test", namespace="/pp_test")
+    for key in ("observation", "front_normal_W", "open_state", "part_travel_m", "predicates", "part_opening_m"):
+        bb.register_key(key, access=Access.WRITE)
+        bb.set(key, None)
+    bb.observation = obs
+    node.tick_once()
+    values = bb.predicates
+    assert bb.part_opening_m["drawer"] == pytest.approx(0.3, abs=0.005)
+    assert not values[goal[0]].holds and "travel unknown" in values[goal[0]].evidence
+    assert not values[goal[1]].holds and values[goal[2]].holds and values[goal[3]].holds
+    assert not values[goal[4]].holds
+    bb.part_travel_m = {"drawer": 0.31}
+    hidden = {k: v[: n_part + n_body] for k, v in masks.items()}
+    bb.observation = Observation(0.01, points[: n_part + n_body], obs.colors[: n_part + n_body], hidden, "world",
+                                 obs.joint_names, obs.qpos, obs.qvel, X_WB, {"right": X_WT})
+    node.tick_once()
+    assert bb.predicates[goal[0]].holds  # 30 of 31 cm
+    inside = bb.predicates[goal[2]]
+    assert inside.holds and inside.evidence.startswith("remembered") and not inside.observed

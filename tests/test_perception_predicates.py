@@ -115,3 +115,15 @@ def test_on_top_of_a_table():
     assert not P.evaluate_on_top_of(beside, table).holds
     wall = _plane_x(0.0, (-1, 1), (0, 1), 1000)
     assert "tilted" in P.evaluate_on_top_of(cube_on, wall).evidence
+
+
+def test_opening_tracker_bridges_steps_without_the_body():
+    part, body = _drawer(0.10)
+    tracker = P.OpeningTracker()
+    assert tracker.update(part, body, NORMAL_W, displacement_m=None)[1] == "body front"
+    opening, source = tracker.update(part, body, NORMAL_W, displacement_m=0.02)
+    assert source == "body front" and opening == pytest.approx(0.10, abs=0.004)
+    part2, _ = _drawer(0.25)  # pulled further, the body hidden by the arm
+    opening, source = tracker.update(part2, body[:3], NORMAL_W, displacement_m=0.17)
+    assert source == "displacement" and opening == pytest.approx(0.25, abs=0.005)
+    assert P.OpeningTracker().update(part2, body[:3], NORMAL_W, 0.17) == (None, "not seen")
