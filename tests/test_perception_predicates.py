@@ -59,7 +59,7 @@ def test_open_and_closed_thresholds():
     assert P.evaluate_closed(0.005).holds and not P.evaluate_closed(0.03).holds
     assert not P.evaluate_closed(None).holds
     assert "travel unknown" in P.evaluate_open(0.3, None).evidence and not P.evaluate_open(0.3, None).holds
-    assert P.evaluate_open(0.28, 0.30).holds  # 93% of the travel
+    assert P.evaluate_open(0.29, 0.30).holds  # 97% of the travel
     assert not P.evaluate_open(0.20, 0.30).holds  # a drawer open only partly is not Open
     assert "cm" in P.evaluate_open(0.20, 0.30).evidence
 
