@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import py_trees
-from py_trees.common import Status
+from py_trees.common import Access, Status
 
 from handleit.predicates import Predicate, format_goal, parse_goal
 
@@ -138,14 +138,41 @@ class AwaitEffects(py_trees.decorators.Decorator):
     before the goal's conditions: in the tick a skill ends, the conditions after it still read what was
     perceived before it acted, and would start skills for preconditions it has just made true. On the next
     tick the condition above reads fresh perception: it holds (the skill is stopped), or it does not and the
-    skill runs again."""
+    skill runs again. Logs the skill's start and end in ``tools.skill_events`` (tick, skill, event)."""
+
+    def __init__(self, name: str, child: py_trees.behaviour.Behaviour, tools, signature: str):
+        super().__init__(name=name, child=child)
+        self.tools, self.signature = tools, signature
+        self.bb = self.attach_blackboard_client(namespace=tools.namespace)
+        self.bb.register_key("tick", access=Access.READ)
+
+    def _log(self, event: str) -> None:
+        events = getattr(self.tools, "skill_events", None)
+        if events is not None:
+            events.append((int(self.bb.get("tick")) if self.bb.exists("tick") else -1, self.signature, event))
+
+    def initialise(self) -> None:
+        self._done = False
+        self._log("started")
 
     def update(self) -> Status:
         status = self.decorated.status
+        if self._done and status != Status.SUCCESS:  # done, yet its condition fails: the skill runs again
+            self._done = False
+            self._log("started")
         if status == Status.SUCCESS:
+            if not self._done:
+                self._done = True
+                self._log("succeeded")
             self.feedback_message = "done: its effects are checked on the next tick"
             return Status.RUNNING
         return status
+
+    def terminate(self, new_status: Status) -> None:
+        if new_status == Status.FAILURE:
+            self._log("failed")
+        elif new_status == Status.INVALID and not self._done:  # stopped: its condition held before it ended
+            self._log("stopped")
 
 
 class SubtreeStub(py_trees.behaviour.Behaviour):
@@ -164,7 +191,8 @@ def _action(a: Achiever, tools) -> py_trees.behaviour.Behaviour:
         return NotBuilt(a.signature)
     if tools is None:
         return SubtreeStub(a.signature, a.skill.doc)
-    return AwaitEffects(f"{a.signature} (effects checked next tick)", a.skill.build(tools, **dict(a.binding)))
+    return AwaitEffects(f"{a.signature} (effects checked next tick)", a.skill.build(tools, **dict(a.binding)), tools,
+                        a.signature)
 
 
 def _ppa(e: Expansion, tools, placeholders: bool) -> py_trees.behaviour.Behaviour:

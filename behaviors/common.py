@@ -38,6 +38,9 @@ class Tools:
     sides: tuple[str, ...] = ()  # every arm the tree drives (default: just ``side``); dual-arm trees use both
     failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)
     failure_reasons: list[str] = field(default_factory=list)  # "node: why", in the same order
+    # Trees composed for a goal (behaviors/backchaining.py): (tick, skill, "started" / "succeeded" / "failed" /
+    # "stopped"), in order: which skills ran, and where a chain broke.
+    skill_events: list[tuple[int, str, str]] = field(default_factory=list)
     realtime: bool = False  # planning nodes plan off the tick thread, the robot held still (behaviors/background.py)
     # Where a real-time plan runs: "thread" (a worker thread of this process) or "process" (the planning worker
     # process, behaviors/planning_worker.py: no solver holds this process's GIL). Lockstep plans in the tick.

@@ -148,9 +148,11 @@ def _toy_skills(world):
 
 
 def _toy_tree(goal, world):
-    tools = type("T", (), {"namespace": "/toy"})()
+    from types import SimpleNamespace
+
+    world.tools = SimpleNamespace(namespace="/toy", skill_events=[])
     return py_trees.composites.Sequence("root", memory=False, children=[
-        _PerceiveWorld(world, "/toy"), tree_for_goal(goal, _toy_skills(world), tools)])
+        _PerceiveWorld(world, "/toy"), tree_for_goal(goal, _toy_skills(world), world.tools)])
 
 
 def test_preconditions_run_first_and_the_goal_is_reached():
@@ -189,6 +191,9 @@ def test_a_conjunction_keeps_every_goal_checked():
     for _ in range(10):
         root.tick_once()
     assert root.status == Status.SUCCESS and world.runs == ["open drawer", "pick object", "open drawer"]
+    assert [(skill, event) for _, skill, event in world.tools.skill_events] == [
+        ("open(drawer)", "started"), ("open(drawer)", "succeeded"), ("pick(object)", "started"),
+        ("pick(object)", "succeeded"), ("open(drawer)", "started"), ("open(drawer)", "succeeded")]
 
 
 # ---------------------------------------------------------------------------------------------- simulator
