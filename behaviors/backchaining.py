@@ -34,7 +34,7 @@ from py_trees.common import Access, Status
 from handleit.predicates import Predicate, format_goal, parse_goal
 
 from .cabinet_nodes import Perceive
-from .common import HoldStill, Tools
+from .common import StopAndHold, Tools
 from .predicate_nodes import DEFAULT_ENTITY_MASKS, PerceivePredicates, PredicateHolds
 from .skills import SkillSpec
 
@@ -241,7 +241,7 @@ def create_goal_tree(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec,
         ├── perceive                 handle points, front normal, open state (the cabinet trees' node)
         ├── perceive predicates      every condition of the tree, from perception, into ``predicates``
         ├── goal: <goal>             tree_for_goal
-        └── hold still               the goal holds: keep still (a static success)
+        └── hold still               the goal holds: brake, then keep still where the robot stopped
     """
     goal = parse_goal(goal) if isinstance(goal, str) else tuple(goal)
     goal_tree = tree_for_goal(goal, skills, tools)
@@ -251,4 +251,4 @@ def create_goal_tree(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec,
     perceive = [Perceive("perceive", tools)] if any(masks.get(e) == "target_link" for e in entities) else []
     return py_trees.composites.Sequence(format_goal(goal), memory=False, children=[
         *perceive, PerceivePredicates("perceive predicates", tools, predicates, masks), goal_tree,
-        HoldStill("hold still", tools)])
+        StopAndHold("hold still", tools)])
