@@ -14,9 +14,13 @@ the predicate holds and, in words, why (what a behavior tree's condition node sh
   object's points between them.
 - ``HandEmpty()``: the fingers closed on each other, or nothing but the robot between them.
 - ``InsideOf(object, part)``: the object's points inside the drawer's box, an oriented box fitted to the
-  drawer's points (front normal, horizontal lateral axis, z).
-- ``OnTopOf(object, surface)``: the object's lowest points on a plane fitted to the surface's points (open3d
-  RANSAC), above the surface's extent.
+  drawer's points (front normal, horizontal lateral axis, z); not observed when the box is not seen (a closed
+  drawer shows its front only).
+- ``OnTopOf(object, surface)``: the object's lowest points on a plane fitted to the surface's uppermost points
+  (open3d RANSAC), above the surface's extent.
+
+Where perception cannot see what decides a predicate, the evidence says so (``observed=False``); a tree keeps
+the last value it saw (behaviors/predicate_nodes.py).
 """
 
 from __future__ import annotations
@@ -51,11 +55,15 @@ MIN_POINTS_BETWEEN = 3  # the fingers and the hand occlude most of what they hol
 INSIDE_MARGIN_M = 0.01  # the box grows by this (walls' thickness, depth noise)
 INSIDE_ABOVE_WALLS_M = 0.10  # an object may stand this far above the box's walls and still be inside
 INSIDE_MIN_FRACTION = 0.9  # of the object's points within the box
+MIN_BOX_DEPTH_M = 0.05  # a drawer's box seen shallower than this is its front only (closed): what it holds is unseen
 MIN_OBJECT_POINTS = 5
 # OnTopOf ---------------------------------------------------------------------------------------------------
 ON_TOP_MAX_GAP_M = 0.02  # the object's lowest points within 2 cm above the surface's plane
 ON_TOP_MIN_GAP_M = -0.01  # ... and at most 1 cm below it (depth noise; not sunk through)
 PLANE_DISTANCE_M = 0.005  # RANSAC inlier distance of the surface's plane
+# The plane is fitted to the surface's uppermost points only: a table's sides and legs, below its top, are no
+# support (seen from the side, a table's front panel can hold more points than its top).
+SURFACE_TOP_BAND_M = 0.03
 MAX_SURFACE_TILT_RAD = 0.35  # a support surface is roughly horizontal (20 degrees)
 LOWEST_PERCENTILE = 5.0  # the object's lowest points: this percentile of heights, robust to stray points
 
@@ -227,6 +235,9 @@ def evaluate_inside_of(object_points_W, part_points_W, front_normal_W) -> Predic
     if box is None:
         return PredicateEvidence(False, "part not seen", observed=False)
     depth = float(box.upper_F[0] - box.lower_F[0])
+    if depth < MIN_BOX_DEPTH_M:
+        return PredicateEvidence(False, f"the part's box is not seen ({depth * 100:.0f} cm deep: its front only)",
+                                 observed=False)
     inside = box.contains(obj, INSIDE_MARGIN_M, INSIDE_ABOVE_WALLS_M)
     fraction = float(inside.mean())
     holds = fraction >= INSIDE_MIN_FRACTION
@@ -245,6 +256,9 @@ def evaluate_on_top_of(object_points_W, surface_points_W, seed: int = 0) -> Pred
         return PredicateEvidence(False, f"object not seen ({len(obj)} points)", observed=False)
     if len(surface) < 3:
         return PredicateEvidence(False, f"surface not seen ({len(surface)} points)", observed=False)
+    surface = surface[surface[:, 2] >= surface[:, 2].max() - SURFACE_TOP_BAND_M]
+    if len(surface) < 3:
+        return PredicateEvidence(False, f"surface's top not seen ({len(surface)} points)", observed=False)
     plane, inliers = fit_plane(surface, PLANE_DISTANCE_M, seed=seed)
     normal, d = plane[:3], plane[3]
     if normal[2] < 0:

@@ -113,8 +113,18 @@ def test_on_top_of_a_table():
     assert not result.holds and "above the plane" in result.evidence
     beside = cube_on + np.array([1.0, 0.0, 0.0])  # at table height, but off its edge
     assert not P.evaluate_on_top_of(beside, table).holds
-    wall = _plane_x(0.0, (-1, 1), (0, 1), 1000)
+    wall = _plane_x(0.0, (-1, 1), (0.7, 0.71), 1000)  # a vertical strip: no horizontal top
     assert "tilted" in P.evaluate_on_top_of(cube_on, wall).evidence
+    # Seen from the side, a table's front panel holds more points than its top: the top still supports.
+    side_heavy = np.concatenate([table[:300], _plane_x(0.3, (-0.4, 0.4), (0.0, 0.74), 3000)])
+    assert P.evaluate_on_top_of(cube_on, side_heavy).holds
+
+
+def test_inside_of_a_closed_drawer_is_not_observed():
+    part, _ = _drawer(0.0)  # the front only
+    cube = _box_surface([-0.20, -0.03, 0.43], [-0.15, 0.03, 0.48], 300)
+    result = P.evaluate_inside_of(cube, part, NORMAL_W)
+    assert not result.observed and "not seen" in result.evidence
 
 
 def test_opening_tracker_bridges_steps_without_the_body():
