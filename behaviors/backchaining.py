@@ -1,7 +1,7 @@
 """A goal over predicates -> the behavior tree that reaches it, composed from skills by backchaining.
 
 The postcondition-precondition-action (PPA) expansion of Colledanchise, Almeida and Ögren, "Towards Blended
-Reactive Planning and Acting using Behavior Trees" (arXiv 1611.00230, Alg. 1 and Fig. 3): a goal predicate
+Reactive Planning and Acting using Behavior Trees" (arXiv 1611.00230): a goal predicate
 becomes
 
     achieve <goal> (Selector)
@@ -19,7 +19,7 @@ predicate no skill achieves (:class:`NoSkillError`), an expansion that needs a p
 expanding (:class:`ExpansionCycleError`), and a skill that is declared but has no subtree yet
 (:class:`UnbuiltSkillError`, unless placeholders are asked for).
 
-Not handled (the paper's conflict resolution, Sec. IV-C): a skill that undoes an earlier goal's condition is
+Not handled (the paper resolves such conflicts by moving subtrees): a skill that undoes an earlier goal's condition is
 not moved; the re-ticked root then re-achieves that condition, which may loop.
 """
 
