@@ -35,8 +35,8 @@ def _drawer(opening_m, depth_m=0.35):
     box = _box_surface([front_x, -0.18, 0.42], [front_x + depth_m, 0.18, 0.55])
     visible = box[box[:, 0] < -0.25]  # the part of the box out of the body
     part = np.concatenate([front, visible])
-    frame = np.concatenate([_plane_x(-0.25, (-0.3, -0.21), (0.3, 0.7), 300), _plane_x(-0.25, (0.21, 0.3), (0.3, 0.7), 300),
-                            _plane_x(-0.25, (-0.3, 0.3), (0.61, 0.7), 300)])
+    frame = np.concatenate([_plane_x(-0.25, (-0.3, -0.21), (0.3, 0.7), 300),
+                            _plane_x(-0.25, (0.21, 0.3), (0.3, 0.7), 300), _plane_x(-0.25, (-0.3, 0.3), (0.61, 0.7), 300)])
     top = np.stack([RNG.uniform(-0.25, 0.25, 800), RNG.uniform(-0.3, 0.3, 800), np.full(800, 0.9)], axis=1)
     return part, np.concatenate([frame, top])
 
