@@ -109,7 +109,8 @@ class PushDrawer(Skill):
     """Drive the base toward the cabinet, against the part's outward normal, arm and gripper locked, at a
     speed that falls with the part's opening (``gain_per_s`` times it plus ``PUSH_PAST_CLOSED_M``, within
     ``min_speed_mps`` and ``max_speed_mps``), so that the drawer meets its closed stop gently. SUCCESS when
-    the part stops moving after having moved at least ``min_travel_m`` (its stop, or blocked: the condition above says which)."""
+    the part stops moving after having moved at least ``min_travel_m`` (its stop, or blocked: the condition
+    above says which)."""
 
     def __init__(self, name: str, tools: Tools, part: str, max_speed_mps: float = 0.5, min_speed_mps: float = 0.05,
                  gain_per_s: float = 3.0, stall_steps: int = 6, stall_m: float = 0.002, min_travel_m: float = 0.01):
