@@ -229,6 +229,14 @@ def test_the_composed_drawer_tree_has_the_cabinet_nodes_and_the_condition():
     assert condition.status == Status.FAILURE and "travel unknown" in condition.feedback_message
     with pytest.raises(UnbuiltSkillError):
         make_goal_solver("Grasped(object)", "OpenCabinetDrawer", robot.model)
+    # Through the harness's solver names: the same refusals, as the ValueError the command line prints.
+    from handleit.harness.solvers import make_solver
+
+    assert make_solver("goal:Closed(drawer)", "OpenCabinetDrawer", robot.model).name == "goal:Closed(drawer)"
+    with pytest.raises(ValueError, match=r"solver 'goal:OnTopOf\(object, table\)': .*no subtree yet"):
+        make_solver("goal:OnTopOf(object, table)", "OpenCabinetDrawer", robot.model)
+    with pytest.raises(ValueError, match="unknown predicate 'Flying'"):
+        make_solver("goal:Flying(drawer)", "OpenCabinetDrawer", robot.model)
 
 
 def _run(robot, solver, steps, on_step=None):
