@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from handleit.types import RobotModel
 
+from .backchaining import create_goal_tree, expand_goal, tree_for_goal
 from .bucket_trees import BUCKET_BLACKBOARD, create_move_bucket_tree
 from .cabinet_trees import create_door_tree, create_drawer_tree
 from .chair_trees import CHAIR_BLACKBOARD, create_push_chair_tree
 from .pick_trees import PICK_BLACKBOARD, create_pick_tree, create_stack_tree
+from .predicate_nodes import GOAL_BLACKBOARD
+from .skills import MOBILE_SKILLS, SkillSpec
 from .tree_solver import TreeSolver
 
 TREES = {
@@ -45,14 +48,35 @@ def make_tree_solver(task: str, model: RobotModel, **kwargs) -> TreeSolver:
     return TreeSolver(task, model, TREES[task], **{**TREE_OPTIONS.get(task, {}), **kwargs})
 
 
+def make_goal_solver(goal: str, task: str, model: RobotModel, skills: tuple[SkillSpec, ...] = MOBILE_SKILLS,
+                     entity_masks: dict[str, str] | None = None, **kwargs) -> TreeSolver:
+    """A solver whose tree is composed for ``goal`` (``"Open(drawer)"``) from ``skills`` by backchaining
+    (:func:`~handleit.behaviors.backchaining.create_goal_tree`) instead of the task's hand-written tree;
+    on the single-arm mobile robot. The goal is composed here, so that a goal no skill reaches is refused
+    before any episode runs. Keyword arguments go to :class:`TreeSolver`."""
+    tree_for_goal(goal, skills, tools=None)  # refuses what cannot be composed, or needs a skill not built
+
+    def build(tools):
+        return create_goal_tree(goal, skills, tools, entity_masks)
+
+    blackboard = {**GOAL_BLACKBOARD, **kwargs.pop("blackboard", {})}
+    solver = TreeSolver(task, model, build, blackboard=blackboard, **kwargs)
+    solver.name = f"goal:{goal}"
+    return solver
+
+
 __all__ = [
     "TREES",
     "TreeSolver",
+    "create_goal_tree",
     "create_door_tree",
     "create_drawer_tree",
     "create_move_bucket_tree",
     "create_pick_tree",
     "create_push_chair_tree",
     "create_stack_tree",
+    "expand_goal",
+    "make_goal_solver",
     "make_tree_solver",
+    "tree_for_goal",
 ]

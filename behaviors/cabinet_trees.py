@@ -50,7 +50,9 @@ MAX_ATTEMPTS = 3
 PRESHAPE_MARGIN_M = 0.02
 
 
-def _grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Behaviour]:
+def grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Behaviour]:
+    """The handle grasp both cabinet trees (and the open and close skills, behaviors/skills.py) start with:
+    recover, find the handle, plan, reach, refine, move in, close the gripper, check the grasp holds."""
     find = py_trees.composites.Parallel(
         "find handle", policy=ParallelPolicy.SuccessOnOne(),
         children=[ApproachPart("approach cabinet", tools),
@@ -98,7 +100,7 @@ def create_drawer_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         "pull open", policy=ParallelPolicy.SuccessOnSelected(children=[pull_drawer]),
         children=[pull_drawer, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
     )
-    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*_grasp_steps(tools), pull])
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*grasp_steps(tools), pull])
     task = py_trees.composites.Sequence("task", memory=True, children=[
         py_trees.decorators.Retry("grasp and pull", attempt, MAX_ATTEMPTS),
         HoldStill("hold still", tools),
@@ -114,7 +116,7 @@ def create_door_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         "swing open", policy=ParallelPolicy.SuccessOnSelected(children=[swing_door]),
         children=[swing_door, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
     )
-    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*_grasp_steps(tools, door=True), swing])
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*grasp_steps(tools, door=True), swing])
     task = py_trees.composites.Sequence("task", memory=True, children=[
         py_trees.decorators.Retry("grasp and swing", attempt, MAX_ATTEMPTS),
         HoldStill("hold still", tools),

@@ -38,6 +38,9 @@ class Tools:
     sides: tuple[str, ...] = ()  # every arm the tree drives (default: just ``side``); dual-arm trees use both
     failures: list[str] = field(default_factory=list)  # names of failed checks, in order (for records)
     failure_reasons: list[str] = field(default_factory=list)  # "node: why", in the same order
+    # Trees composed for a goal (behaviors/backchaining.py): (tick, skill, "started" / "succeeded" / "failed" /
+    # "stopped"), in order: which skills ran, and where a chain broke.
+    skill_events: list[tuple[int, str, str]] = field(default_factory=list)
     realtime: bool = False  # planning nodes plan off the tick thread, the robot held still (behaviors/background.py)
     # Where a real-time plan runs: "thread" (a worker thread of this process) or "process" (the planning worker
     # process, behaviors/planning_worker.py: no solver holds this process's GIL). Lockstep plans in the tick.
@@ -404,6 +407,34 @@ class OperateGripper(Skill):
         if self.ticks >= self.max_steps or (self.ticks >= self.min_steps and settled):
             return Status.SUCCESS
         self.send(self.tools.pid.step(self.q_hold, obs.qpos), self.action)
+        return Status.RUNNING
+
+
+class StopAndHold(Skill):
+    """Brake, then hold: zero velocity commanded until the base and arm joints move slower than
+    ``settled_speed`` (m/s or rad/s; at most ``max_brake_steps``), then the configuration where the robot
+    stopped held (PID), gripper ``gripper``. RUNNING for ever. For a skill stopped mid-move (a goal's
+    condition came true during a pull at 1 m/s): holding where it was stopped would pull it back."""
+
+    def __init__(self, name, tools, gripper="close", settled_speed: float = 0.02, max_brake_steps: int = 30):
+        super().__init__(name, tools, reads=("observation",), writes=("command",))
+        self.gripper, self.settled_speed, self.max_brake_steps = gripper, settled_speed, max_brake_steps
+
+    def initialise(self):
+        self.q_hold, self.ticks = None, 0
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        self.ticks += 1
+        if self.q_hold is None:
+            speed = float(np.max(np.abs(obs.qvel[self.tools.controlled])))
+            if speed > self.settled_speed and self.ticks <= self.max_brake_steps:
+                self.feedback_message = f"braking ({speed:.2f})"
+                self.send(np.zeros_like(obs.qpos), self.gripper)
+                return Status.RUNNING
+            self.q_hold = obs.qpos.copy()
+            self.feedback_message = f"holding (braked in {self.ticks - 1} steps)"
+        self.send(self.tools.pid.step(self.q_hold, obs.qpos), self.gripper)
         return Status.RUNNING
 
 

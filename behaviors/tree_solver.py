@@ -144,6 +144,8 @@ class TreeSolver:
             "step_ms_median": float(np.median(times)) if len(times) else None,
             "step_ms_p95": float(np.percentile(times, 95)) if len(times) else None,
             "tree": self.unicode_tree(),
+            **({"skill_events": [list(e) for e in self.tools.skill_events]} if self.tools and self.tools.skill_events
+               else {}),
         }
 
     # Display ----------------------------------------------------------------------------------------

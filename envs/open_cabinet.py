@@ -5,6 +5,9 @@ and leave it static (slower than 0.1 m/s and 1 rad/s). The target is named only 
 masks. Per episode: a cabinet of the split, a target part with a handle, joint friction U(0.05, 0.15) and
 damping U(5, 20) on all the cabinet's joints, the robot 1.6-1.8 m from the cabinet centre on its front
 (-x) side within +-0.1 pi, facing it within +-0.05 pi (ManiSkill1's public code).
+
+Reset option ``initial_open_fraction`` (in [0, 1]): the target part starts opened to that fraction of its
+range instead of closed (for the close skill; the episode's random draws stay the same).
 """
 
 from __future__ import annotations
@@ -107,6 +110,14 @@ class OpenCabinetEnv(MobileManipulationEnv):
         xy = dist * np.array([np.cos(bearing), np.sin(bearing)])
         yaw = bearing - np.pi + rng.uniform(-ROBOT_YAW_NOISE_RAD, ROBOT_YAW_NOISE_RAD)
         self.robot.reset(self.robot.rest_qpos((xy[0], xy[1], yaw)))
+        fraction = options.get("initial_open_fraction")
+        if fraction is not None:
+            if not 0.0 <= float(fraction) <= 1.0:
+                raise ValueError(f"initial_open_fraction must be in [0, 1], got {fraction}")
+            lo, hi = self.target.q_range
+            qpos = self.cabinet.get_qpos().copy()
+            qpos[self.target.joint_index] = lo + float(fraction) * (hi - lo)
+            self.cabinet.set_qpos(qpos.astype(np.float32))
         self._speed_meter = LinkSpeedMeter(self.target.link, self.control_freq)
         self._speed_meter.start()
 

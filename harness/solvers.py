@@ -8,7 +8,9 @@ A solver maps observations to commands through the robot interface only:
     solver.failed_node                   # for trees: the node whose failure last triggered a recovery
 
 Names: ``bt`` (the task's behavior tree), ``bt:<grasp predictor>`` (the tree with a registered grasp
-predictor instead of the task's default, e.g. ``bt:learned_scorer``), ``idle`` (does nothing: a floor for
+predictor instead of the task's default, e.g. ``bt:learned_scorer``), ``goal:<goal>`` (a tree composed for a goal
+over predicates from the skills by backchaining, e.g. ``goal:Open(drawer)``; ``handleit.behaviors.backchaining``),
+``idle`` (does nothing: a floor for
 every table), ``bc:<checkpoint>``, ``td3bc:<checkpoint>`` or ``policy:<checkpoint>`` (a trained policy,
 ``handleit.baselines.policy``; ``{task}`` in the path is replaced by the task's name), or
 ``package.module:factory`` for a user's solver, where ``factory(task=..., model=...)`` returns an object
@@ -22,7 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from handleit.behaviors import make_tree_solver
+from handleit.behaviors import make_goal_solver, make_tree_solver
+from handleit.behaviors.backchaining import BackchainingError
 from handleit.perception.grasp_predictors import available_grasp_predictors
 from handleit.types import Command, Observation, RobotModel
 
@@ -66,6 +69,12 @@ def make_solver(spec: str, task: str, model: RobotModel, segmenter: str = "simul
     """
     if spec == "idle":
         return IdleSolver(model)
+    if spec.startswith("goal:"):
+        try:
+            return make_goal_solver(spec[len("goal:"):], task, model, segmenter=segmenter,
+                                    segmenter_kwargs=segmenter_kwargs)
+        except BackchainingError as e:
+            raise ValueError(f"solver {spec!r}: {e}") from None
     is_tree = spec == "bt" or spec.startswith("bt:")
     if segmenter != "simulator" and not is_tree:
         raise ValueError(f"solver {spec!r}: only behavior trees (bt, bt:<grasp predictor>) choose a segmenter; "
@@ -90,5 +99,5 @@ def make_solver(spec: str, task: str, model: RobotModel, segmenter: str = "simul
         except (ImportError, AttributeError) as e:
             raise ValueError(f"cannot load solver {spec!r}: {e}") from None
         return factory(task=task, model=model)
-    raise ValueError(f"unknown solver {spec!r}; choose 'bt', 'bt:<grasp predictor>', 'idle', "
+    raise ValueError(f"unknown solver {spec!r}; choose 'bt', 'bt:<grasp predictor>', 'goal:<goal>', 'idle', "
                      f"'bc:<checkpoint>', 'td3bc:<checkpoint>', 'policy:<checkpoint>' or 'package.module:factory'")

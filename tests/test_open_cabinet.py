@@ -36,6 +36,23 @@ def test_opened_by_setting_its_joint_succeeds_and_closed_does_not(task, seed):
 
 
 @pytest.mark.parametrize("task", ["OpenCabinetDrawer", "OpenCabinetDoor"])
+def test_the_target_part_can_start_open(task):
+    """Reset option initial_open_fraction: the target starts open, the episode's draws unchanged."""
+    env = make_env(task=task)
+    _, closed = env.reset(seed=2)
+    robot_q = env.unwrapped.robot.qpos.copy()
+    _, info = env.reset(seed=2, options={"initial_open_fraction": 0.8})
+    assert info["open_fraction"] == pytest.approx(0.8, abs=1e-4) and not info["success"]
+    assert info["target_link"] == closed["target_link"] and info["model_id"] == closed["model_id"]
+    np.testing.assert_allclose(env.unwrapped.robot.qpos, robot_q)
+    for _ in range(3):
+        _, _, _, _, info = env.step(zero_action(env))
+    assert info["open_fraction"] > 0.75  # stays open (damped joint, nothing pushing it)
+    with pytest.raises(ValueError, match="initial_open_fraction"):
+        env.reset(seed=2, options={"initial_open_fraction": 1.5})
+
+
+@pytest.mark.parametrize("task", ["OpenCabinetDrawer", "OpenCabinetDoor"])
 def test_open_but_moving_is_not_success(task):
     """Static means slower than 0.1 m/s and 1 rad/s; a part closing at 3 (m or rad)/s is not static."""
     env = make_env(task=task)

@@ -1,0 +1,254 @@
+"""A goal over predicates -> the behavior tree that reaches it, composed from skills by backchaining.
+
+The postcondition-precondition-action (PPA) expansion of Colledanchise, Almeida and Ögren, "Towards Blended
+Reactive Planning and Acting using Behavior Trees" (arXiv 1611.00230): a goal predicate
+becomes
+
+    achieve <goal> (Selector)
+    ├── <goal>?                       condition, from perception (PerceivePredicates)
+    └── <skill>(<entities>) (Sequence)    for each skill with the goal among its effects, in the given order
+        ├── achieve <precondition>    each precondition expanded the same way, recursively
+        └── <skill>(<entities>) (effects checked next tick)    AwaitEffects over the skill's subtree
+
+and a conjunction is a Sequence of those. Every composite is without memory and the root is ticked at every
+control step, so a condition that stops holding (a drawer that slid shut, an object dropped) fails again
+and the skill that makes it true runs again: a failed hand-off is repaired by the tree itself.
+
+Refused, with a :class:`BackchainingError` that names the predicate and the chain that needed it: a
+predicate no skill achieves (:class:`NoSkillError`), an expansion that needs a predicate it is already
+expanding (:class:`ExpansionCycleError`), and a skill that is declared but has no subtree yet
+(:class:`UnbuiltSkillError`, unless placeholders are asked for).
+
+Not handled (the paper resolves such conflicts by moving subtrees): a skill that undoes an earlier goal's condition is
+not moved; the re-ticked root then re-achieves that condition, which may loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import py_trees
+from py_trees.common import Access, Status
+
+from handleit.predicates import Predicate, format_goal, parse_goal
+
+from .cabinet_nodes import Perceive
+from .common import StopAndHold, Tools
+from .predicate_nodes import DEFAULT_ENTITY_MASKS, PerceivePredicates, PredicateHolds
+from .skills import SkillSpec
+
+
+class BackchainingError(ValueError):
+    """A goal cannot be composed from the skills given."""
+
+
+class NoSkillError(BackchainingError):
+    """A predicate (goal or precondition) that no skill has among its effects."""
+
+
+class ExpansionCycleError(BackchainingError):
+    """A precondition whose expansion needs a predicate already being expanded above it."""
+
+
+class UnbuiltSkillError(BackchainingError):
+    """The composition needs a skill that is declared (preconditions, effects) but has no subtree yet."""
+
+
+@dataclass(frozen=True)
+class Achiever:
+    """A skill grounded on entities, with its preconditions expanded."""
+
+    skill: SkillSpec
+    binding: tuple[tuple[str, str], ...]
+    preconditions: tuple[Expansion, ...]
+
+    @property
+    def signature(self) -> str:
+        return self.skill.signature(dict(self.binding))
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A predicate and the skills that make it true (in the order given), each with its expansion."""
+
+    predicate: Predicate
+    achievers: tuple[Achiever, ...]
+
+
+def _chain(chain: tuple[Predicate, ...], p: Predicate) -> str:
+    return " <- ".join(str(q) for q in (*chain, p))
+
+
+def _expand(p: Predicate, skills: tuple[SkillSpec, ...], chain: tuple[Predicate, ...]) -> Expansion:
+    if p in chain:
+        raise ExpansionCycleError(f"cycle in the expansion: {_chain(chain, p)} (the goal first; each predicate "
+                                  "is a precondition of a skill that achieves the one before it)")
+    achievers = []
+    for skill in skills:
+        binding = skill.match(p)
+        if binding is None:
+            continue
+        preconditions = skill.ground(skill.preconditions, binding)
+        achievers.append(Achiever(skill, tuple(binding.items()),
+                                  tuple(_expand(q, skills, (*chain, p)) for q in preconditions)))
+    if not achievers:
+        where = "the goal" if not chain else f"needed by {_chain(chain[:-1], chain[-1])}"
+        effects = sorted({str(e) for s in skills for e in s.effects})
+        raise NoSkillError(f"no skill achieves {p} ({where}); the skills' effects are: {', '.join(effects)}")
+    return Expansion(p, tuple(achievers))
+
+
+def expand_goal(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ...]) -> tuple[Expansion, ...]:
+    """The PPA expansion of each of the goal's predicates (``"Open(drawer) & ..."`` or parsed)."""
+    goal = parse_goal(goal) if isinstance(goal, str) else tuple(goal)
+    return tuple(_expand(p, tuple(skills), ()) for p in goal)
+
+
+def _walk(expansions):
+    for e in expansions:
+        yield e
+        for a in e.achievers:
+            yield from _walk(a.preconditions)
+
+
+def conditions_of(expansions: tuple[Expansion, ...]) -> tuple[Predicate, ...]:
+    """Every predicate a condition node of the composed tree checks, in order, once each."""
+    return tuple(dict.fromkeys(e.predicate for e in _walk(expansions)))
+
+
+def skills_of(expansions: tuple[Expansion, ...]) -> tuple[Achiever, ...]:
+    """Every grounded skill of the composed tree, in order, once each."""
+    return tuple(dict.fromkeys(a for e in _walk(expansions) for a in e.achievers))
+
+
+class NotBuilt(py_trees.behaviour.Behaviour):
+    """Placeholder of a skill that has no subtree yet: FAILURE, saying so."""
+
+    def __init__(self, signature: str):
+        super().__init__(f"{signature}: no subtree yet")
+
+    def update(self) -> Status:
+        self.feedback_message = "declared (preconditions, effects), not built"
+        return Status.FAILURE
+
+
+class AwaitEffects(py_trees.decorators.Decorator):
+    """Reports a skill's SUCCESS as RUNNING for the tick it ends in. Predicates are perceived once per tick,
+    before the goal's conditions: in the tick a skill ends, the conditions after it still read what was
+    perceived before it acted, and would start skills for preconditions it has just made true. On the next
+    tick the condition above reads fresh perception: it holds (the skill is stopped), or it does not and the
+    skill runs again. Logs the skill's start and end in ``tools.skill_events`` (tick, skill, event)."""
+
+    def __init__(self, name: str, child: py_trees.behaviour.Behaviour, tools, signature: str):
+        super().__init__(name=name, child=child)
+        self.tools, self.signature = tools, signature
+        self.bb = self.attach_blackboard_client(namespace=tools.namespace)
+        self.bb.register_key("tick", access=Access.READ)
+
+    def _log(self, event: str) -> None:
+        events = getattr(self.tools, "skill_events", None)
+        if events is not None:
+            events.append((int(self.bb.get("tick")) if self.bb.exists("tick") else -1, self.signature, event))
+
+    def initialise(self) -> None:
+        self._done = False
+        self._log("started")
+
+    def update(self) -> Status:
+        status = self.decorated.status
+        if self._done and status != Status.SUCCESS:  # done, yet its condition fails: the skill runs again
+            self._done = False
+            self._log("started")
+        if status == Status.SUCCESS:
+            if not self._done:
+                self._done = True
+                self._log("succeeded")
+            self.feedback_message = "done: its effects are checked on the next tick"
+            return Status.RUNNING
+        return status
+
+    def terminate(self, new_status: Status) -> None:
+        if new_status == Status.FAILURE:
+            self._log("failed")
+        elif new_status == Status.INVALID and not self._done:  # stopped: its condition held before it ended
+            self._log("stopped")
+
+
+class SubtreeStub(py_trees.behaviour.Behaviour):
+    """Stands for a built skill's subtree in a tree composed without tools (for printing): FAILURE."""
+
+    def __init__(self, signature: str, doc: str):
+        super().__init__(f"{signature}: subtree" + (f" ({doc})" if doc else ""))
+
+    def update(self) -> Status:
+        self.feedback_message = "composed without tools: print only"
+        return Status.FAILURE
+
+
+def _action(a: Achiever, tools) -> py_trees.behaviour.Behaviour:
+    if a.skill.build is None:
+        return NotBuilt(a.signature)
+    if tools is None:
+        return SubtreeStub(a.signature, a.skill.doc)
+    return AwaitEffects(f"{a.signature} (effects checked next tick)", a.skill.build(tools, **dict(a.binding)), tools,
+                        a.signature)
+
+
+def _ppa(e: Expansion, tools, placeholders: bool) -> py_trees.behaviour.Behaviour:
+    namespace = "/goal" if tools is None else tools.namespace
+    children: list[py_trees.behaviour.Behaviour] = [PredicateHolds(e.predicate, namespace)]
+    for a in e.achievers:
+        action = _action(a, tools)
+        children.append(py_trees.composites.Sequence(a.signature, memory=False, children=[
+            *(_ppa(q, tools, placeholders) for q in a.preconditions), action]))
+    return py_trees.composites.Selector(f"achieve {e.predicate}", memory=False, children=children)
+
+
+def tree_for_goal(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ...], tools: Tools | Any = None,
+                  placeholders: bool = False) -> py_trees.behaviour.Behaviour:
+    """The PPA tree that reaches ``goal`` with ``skills``: ``goal: <goal>`` (Sequence) over each predicate's
+    ``achieve <predicate>`` (Selector). Its conditions read the blackboard key ``predicates`` that
+    :class:`~handleit.behaviors.predicate_nodes.PerceivePredicates` writes (see :func:`create_goal_tree` for the
+    whole tree with perception).
+
+    Args:
+        goal: ``"InsideOf(object, drawer) & Closed(drawer)"`` or parsed predicates.
+        skills: the skills to compose, in order of preference.
+        tools: the solver's :class:`~handleit.behaviors.common.Tools` (the skills' subtrees use them); None
+            composes a tree to print, each built skill's subtree shown as one node.
+        placeholders: put a failing "no subtree yet" node in place of each declared skill without a subtree,
+            instead of raising :class:`UnbuiltSkillError`.
+    Raises:
+        NoSkillError, ExpansionCycleError, UnbuiltSkillError (all BackchainingError, a ValueError).
+    """
+    goal = parse_goal(goal) if isinstance(goal, str) else tuple(goal)
+    expansions = expand_goal(goal, skills)
+    unbuilt = [a.signature for a in skills_of(expansions) if a.skill.build is None]
+    if unbuilt and not placeholders:
+        raise UnbuiltSkillError(f"the tree for {format_goal(goal)} needs skills that have no subtree yet: "
+                                f"{', '.join(unbuilt)} (placeholders=True prints the composition anyway)")
+    return py_trees.composites.Sequence(f"goal: {format_goal(goal)}", memory=False,
+                                        children=[_ppa(e, tools, placeholders) for e in expansions])
+
+
+def create_goal_tree(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ...], tools: Tools,
+                     entity_masks: dict[str, str] | None = None) -> py_trees.behaviour.Behaviour:
+    """The whole tree for a solver: perceive (the cabinet trees' handle, front and open state, when an
+    entity is the target part), perceive predicates, the PPA tree, and hold still once the goal holds.
+
+        <goal> (Sequence)
+        ├── perceive                 handle points, front normal, open state (the cabinet trees' node)
+        ├── perceive predicates      every condition of the tree, from perception, into ``predicates``
+        ├── goal: <goal>             tree_for_goal
+        └── hold still               the goal holds: brake, then keep still where the robot stopped
+    """
+    goal = parse_goal(goal) if isinstance(goal, str) else tuple(goal)
+    goal_tree = tree_for_goal(goal, skills, tools)
+    masks = DEFAULT_ENTITY_MASKS if entity_masks is None else entity_masks
+    predicates = conditions_of(expand_goal(goal, skills))
+    entities = {a for p in predicates for a in p.args}
+    perceive = [Perceive("perceive", tools)] if any(masks.get(e) == "target_link" for e in entities) else []
+    return py_trees.composites.Sequence(format_goal(goal), memory=False, children=[
+        *perceive, PerceivePredicates("perceive predicates", tools, predicates, masks), goal_tree,
+        StopAndHold("hold still", tools)])
