@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--target-link", metavar="NAME",
                     help="with --object: the link to open in every model (else every part with a handle in turn)")
     ev.add_argument("--episodes", type=int, default=50, help="episodes per task and split")
-    ev.add_argument("--solver", default="bt", help="bt, bt:<grasp predictor> (e.g. bt:learned_scorer), idle, "
+    ev.add_argument("--solver", default="bt", help="bt, bt:<grasp predictor> (e.g. bt:learned_scorer), "
+                    "'goal:<predicates>' (a tree composed for a goal, e.g. 'goal:Open(drawer)'), idle, "
                     "bc:<checkpoint>, td3bc:<checkpoint>, policy:<checkpoint> (handleit train), or "
                     "package.module:factory")
     ev.add_argument("--max-steps", type=int, default=200, help="episode length in control steps (100 Hz)")
