@@ -157,12 +157,13 @@ class TargetFound(Skill):
         return self.fail(error)
 
 
-def with_segmentation(task_root: py_trees.behaviour.Behaviour, tools: Tools, segmenter_name: str
-                      ) -> py_trees.behaviour.Behaviour:
-    """The task's tree behind the segment node and the visible "target found?" check."""
+def with_segmentation(task_root: py_trees.behaviour.Behaviour, tools: Tools, segmenter_name: str,
+                      calibrate_cameras: bool = True) -> py_trees.behaviour.Behaviour:
+    """The task's tree behind the segment node and the visible "target found?" check, and first (unless
+    ``calibrate_cameras`` is False) the cameras' calibration against the robot's own body."""
     look_again = py_trees.decorators.FailureIsSuccess("look again", TargetFound("target found?", tools))
     return py_trees.composites.Sequence(
         f"{task_root.name} ({segmenter_name} masks)", memory=False,
-        children=[CalibrateCameras("calibrate cameras (robot seen)", tools), Segment(f"segment: {segmenter_name}", tools),
-                  look_again, task_root],
+        children=[*([CalibrateCameras("calibrate cameras (robot seen)", tools)] if calibrate_cameras else []),
+                  Segment(f"segment: {segmenter_name}", tools), look_again, task_root],
     )

@@ -45,15 +45,18 @@ class TreeSolver:
         planning: where a real-time plan runs: "process" (the planning worker process, behaviors/planning_worker.py:
             no solver holds the tick process's GIL) or "thread" (a worker thread of this process). Read at
             ``reset()``; lockstep ignores it.
+        calibrate_cameras: start the tree with "calibrate cameras (robot seen)" (behaviors/camera_calibration_nodes.py:
+            each camera's pose error read off the robot in its view); False for cameras known to be calibrated.
     """
 
     def __init__(self, task: str, model: RobotModel, build: Callable[[Tools], py_trees.behaviour.Behaviour],
                  grasp_predictor: str = "antipodal", side: str = "right", sides: tuple[str, ...] = (),
                  blackboard: dict[str, Any] | None = None, segmenter: str = SIMULATOR,
                  segment_target: str = "cabinet_part", segmenter_kwargs: dict[str, Any] | None = None,
-                 realtime: bool = False, planning: str = "process"):
+                 realtime: bool = False, planning: str = "process", calibrate_cameras: bool = True):
         self.name, self.task, self.model, self.build = "bt", task, model, build
         self.realtime, self.planning = realtime, planning
+        self.calibrate_cameras = calibrate_cameras
         self.segmenter_name = segmenter
         self.segmenter = get_segmenter(segmenter, segment_target, model, **(segmenter_kwargs or {}))
         # The same segmenter, as the segmentation worker process builds it (real time, planning="process").
@@ -86,7 +89,8 @@ class TreeSolver:
                 if isinstance(node, Segment):
                     node.wait_idle()
         self.segmenter.reset()
-        self.root = with_segmentation(self.build(self.tools), self.tools, self.segmenter_name)
+        self.root = with_segmentation(self.build(self.tools), self.tools, self.segmenter_name,
+                                      calibrate_cameras=self.calibrate_cameras)
         # What a node builds before its first tick (a robot model, ~1 s; in real time the motion planners too):
         # before the clock runs (a model built later on a planning thread would hold Python's lock and stall the
         # ticks). Planning in the worker process: built there (and waited for), not here.

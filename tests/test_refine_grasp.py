@@ -19,12 +19,13 @@ from tests.helpers import make_env
 REFINE = "refine grasp (close views)"
 
 
-def run_until_corrected(task: str, node_name: str, perturbation: str | None, seed: int, max_steps: int):
+def run_until_corrected(task: str, node_name: str, perturbation: str | None, seed: int, max_steps: int,
+                        calibrate_cameras: bool = True):
     """Run ``task``'s tree until the node ``node_name`` succeeds: (node, the grasp planned before that tick, solver)."""
     env = make_env(task=task, obs_mode="pointcloud", sensor_perturbation=perturbation)
     robot = SimRobot(env)
     obs = robot.reset(seed=seed)
-    solver = make_tree_solver(task, robot.model)
+    solver = make_tree_solver(task, robot.model, calibrate_cameras=calibrate_cameras)
     solver.reset(obs)
     node = next(n for n in solver.root.iterate() if n.name == node_name)
     while robot.steps < max_steps:
@@ -58,15 +59,20 @@ def test_noisy_and_miscalibrated_cameras_move_the_grasp():
     np.testing.assert_allclose(X[:3, 3], solver.bb.X_WG_grasp[:3, 3], atol=0.006)
 
 
-def run_pick_until_corrected(perturbation: str | None, seed: int = 4, max_steps: int = 200):
-    return run_until_corrected("PickCube", "correct grasp (hand seen)", perturbation, seed, max_steps)
+def run_pick_until_corrected(perturbation: str | None, seed: int = 4, max_steps: int = 200, calibrate_cameras=True):
+    return run_until_corrected("PickCube", "correct grasp (hand seen)", perturbation, seed, max_steps,
+                               calibrate_cameras)
 
 
 def test_pick_grasp_kept_on_calibrated_cameras_and_moved_on_miscalibrated_ones():
     node, planned, solver = run_pick_until_corrected(None)
     assert node.feedback_message.startswith("kept the plan"), node.feedback_message
     np.testing.assert_array_equal(solver.bb.X_WG_grasp, planned)
+    # The camera calibrated against the robot at the first tick: the hand is then seen where it is.
     node, planned, solver = run_pick_until_corrected("extrinsics=0.01/1deg")
+    assert node.feedback_message.startswith("kept the plan"), node.feedback_message
+    # Without that calibration, the hand is seen off by the camera's error and the grasp moves by it.
+    node, planned, solver = run_pick_until_corrected("extrinsics=0.01/1deg", calibrate_cameras=False)
     assert node.feedback_message.startswith("moved the hold"), node.feedback_message
     shift = np.linalg.norm(solver.bb.X_WG_grasp[:3, 3] - planned[:3, 3])
     assert 0.003 < shift < 0.06
