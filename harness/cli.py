@@ -28,6 +28,7 @@ from handleit.harness.evaluation import (
 )
 from handleit.harness.grasp_data import add_commands as add_grasp_data_commands
 from handleit.harness.ros_commands import add_commands as add_ros_commands
+from handleit.behaviors import TREES
 from handleit.perception.segmenters import available_segmenters
 
 
@@ -76,6 +77,11 @@ def _eval(args: argparse.Namespace) -> int:
     """Run a solver on tasks and splits in parallel workers; write records and print the summary table."""
     tasks = list(handleit.envs.TASKS) if args.task == "all" else args.task.split(",")
     splits = [object_split(args.object)] if args.object else args.split.split(",")
+    treeless = [t for t in tasks if t in handleit.envs.ALL_TASKS and t not in TREES]
+    if (args.solver == "bt" or args.solver.startswith("bt:")) and treeless:
+        print(f"handleit eval: no behavior tree for {', '.join(treeless)} (trees: {', '.join(TREES)}); a task given "
+              f"as a goal over predicates takes a composed tree: --solver 'goal:<predicates>'", file=sys.stderr)
+        return 2
     if args.target_link and not args.object:
         print("handleit eval: --target-link names a part of the models given with --object", file=sys.stderr)
         return 2

@@ -308,3 +308,13 @@ def test_bad_constructor_input_and_predicates_are_named():
         env.unwrapped.evaluate_predicates("Open(table)")
     with pytest.raises(ValueError, match="unknown entity 'cupboard'"):
         env.unwrapped.evaluate_predicates("Closed(cupboard)")
+
+
+def test_eval_refuses_a_tree_for_a_task_that_has_none(tmp_path, capsys):
+    """`handleit eval --task TidyIntoDrawer` with the default tree solver: a clear error before any episode."""
+    from handleit.harness.cli import main
+
+    assert main(["eval", "--task", "TidyIntoDrawer", "--episodes", "1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no behavior tree for TidyIntoDrawer" in err and "goal:" in err
+    assert not (tmp_path / "records.jsonl").exists()
