@@ -222,10 +222,15 @@ class ApproachStandoff(Skill):
         super().__init__(name, tools, reads=("observation", "tick", "object", "table_top", "place_region",
                                              "drawer_outward_W"), writes=("command", "reference"))
         self.entity, self.gripper = entity, gripper
-        self.reference = JointReference(tools, speed_fraction=0.6)
+        # Carrying (gripper closed on the object): slower, and ramped over 0.8 s instead of 0.15 s, so that
+        # the base's acceleration does not shake the object out of the fingers (it did at 0.6 and 0.15 s).
+        carrying = gripper == "close"
+        self.reference = JointReference(tools, speed_fraction=0.3 if carrying else 0.6,
+                                        ramp_s=0.8 if carrying else 0.15)
 
     def initialise(self):
         self.q_hold = None
+        self.latched = None  # the stand-off, fixed once computed from an estimate (not a prompt)
         self.reference.restart()
 
     def _target(self, obs: Observation):
@@ -253,11 +258,16 @@ class ApproachStandoff(Skill):
         tools = self.tools
         if self.q_hold is None:
             self.q_hold = obs.qpos.copy()
-        target, top, outward = self._target(obs)
-        if target is None:
-            return self.fail(f"{self.entity}: neither seen nor prompted")
-        xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], FAR_STANDOFF_M, top=top, outward_W=outward,
-                                       clearance_m=EDGE_CLEARANCE_M)
+        if self.latched is not None:
+            xy, yaw = self.latched
+        else:
+            target, top, outward = self._target(obs)
+            if target is None:
+                return self.fail(f"{self.entity}: neither seen nor prompted")
+            xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], FAR_STANDOFF_M, top=top, outward_W=outward,
+                                           clearance_m=EDGE_CLEARANCE_M)
+            if top is not None or outward is not None:  # from the estimate: keep it (it refines as it nears)
+                self.latched = (xy, yaw)
         i = tools.base_index
         yaw_now = float(obs.qpos[i[2]])
         yaw = yaw_now + math.remainder(yaw - yaw_now, 2 * math.pi)

@@ -55,8 +55,9 @@ def run_episode(skill: str, seed: int, split: str = "test", max_steps: int = 300
             parts["place"] = place
             children.append(place)
         parts["skills"] = py_trees.composites.Sequence("skills", memory=True, children=children)
-        return py_trees.composites.Selector("run", memory=False, children=[
-            parts["skills"], HoldStill("hold still", tools, gripper="hold")])
+        once = py_trees.decorators.OneShot("once", parts["skills"], py_trees.common.OneShotPolicy.ON_COMPLETION)
+        return py_trees.composites.Sequence("run", memory=False, children=[
+            py_trees.decorators.FailureIsSuccess("end either way", once), HoldStill("hold still", tools, gripper="hold")])
 
     solver = TreeSolver(task, robot.model, build, grasp_predictor="antipodal_6dof",
                         blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD})
