@@ -127,9 +127,10 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     """An open drawer's interior from the drawer part's points (its front panel, box walls and floor).
 
     The outward direction (horizontal, out of the cabinet) is ``outward_W`` when given, else from the box's
-    centroid to the handle's (``handle_points_W``). The front panel is what lies within ``front_depth_m`` of
+    centroid to the handle's (``handle_points_W``), snapped to the nearest side of the points' footprint
+    rectangle. The front panel is what lies within ``front_depth_m`` of
     the outermost points; behind it, the lowest dense layer is the floor (within ``floor_band_m``), its extent
-    along outward and lateral the visible opening, and the 95th height percentile of the walls the rim.
+    along outward and lateral the visible opening, and the 98th height percentile of the walls the rim.
     PlaceTargetError: no direction, or too few floor points (a closed drawer shows its front only)."""
     p = as_points(drawer_points_W, "drawer_points_W")
     if len(p) < min_floor_points:
@@ -138,10 +139,15 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
         if handle_points_W is None or len(handle_points_W) == 0:
             raise PlaceTargetError("drawer: no outward direction and no handle points to find its front")
         outward_W = np.asarray(handle_points_W, dtype=np.float64).mean(axis=0) - p.mean(axis=0)
-    out = np.array([outward_W[0], outward_W[1], 0.0], dtype=np.float64)
-    if np.linalg.norm(out) < 1e-6:
+    rough = np.array([outward_W[0], outward_W[1]], dtype=np.float64)
+    if np.linalg.norm(rough) < 1e-6:
         raise PlaceTargetError("drawer: the outward direction is vertical or zero")
-    out /= np.linalg.norm(out)
+    # A rough direction (handle minus part centroids is off by degrees) snapped to the nearest side of the
+    # points' footprint rectangle: the box's sides, or a closed front's plane and its normal.
+    _, axes, _ = min_area_rectangle(p[:, :2])
+    k = int(np.argmax(np.abs(axes @ rough)))
+    snapped = axes[k] * np.sign(axes[k] @ rough)
+    out = np.array([snapped[0], snapped[1], 0.0])
     lateral = np.array([-out[1], out[0], 0.0])
     along = p @ out
     front = float(along.max())
@@ -158,7 +164,8 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     a_lo, a_hi = np.percentile(a, [2, 98])
     b_lo, b_hi = np.percentile(b, [2, 98])
     floor_z = float(np.median(floor[:, 2]))
-    rim_z = float(np.percentile(behind[:, 2], 95))
+    walls = behind[behind[:, 2] > z_floor + floor_band_m]
+    rim_z = float(np.percentile(walls[:, 2], 98)) if len(walls) else z_floor
     centre_xy = 0.5 * (a_lo + a_hi) * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
     front_xy = front * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
     return DrawerInterior(np.array([centre_xy[0], centre_xy[1], floor_z]), out, lateral,
