@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from .point_cloud import as_points
 from .tabletop_objects import min_area_rectangle
@@ -107,8 +108,6 @@ def free_spot_on_table(top: TableTop, radius_m: float, obstacle_points_W=None, p
                 np.abs(local) <= top.half_extent_m + radius_m, axis=1)
             standing = local[on_top]
             if len(standing):
-                from scipy.spatial import cKDTree  # noqa: PLC0415 - only with obstacles
-
                 d, _ = cKDTree(standing).query(uv)
                 free = d > radius_m + margin_m
     if not free.any():

@@ -196,3 +196,19 @@ def test_a_closed_drawer_fails_the_place_in_its_check(model):
     assert solver.tools.failure_reasons and solver.tools.failure_reasons[-1].startswith(
         "drawer opening seen?: drawer:"), solver.tools.failure_reasons
     assert "closed" in solver.tools.failure_reasons[-1]
+
+
+def test_sim_robot_hands_on_each_entitys_prompt():
+    from handleit.harness.sim_robot import SimRobot, _entity_prompts
+    from tests.helpers import make_env
+
+    extra = {"object_prompt_box": np.ones((2, 3)), "object_prompt_point": np.zeros(3),
+             "target_prompt_box": np.full((2, 3), 2.0), "table_prompt_box": np.full((2, 3), 3.0)}
+    assert set(_entity_prompts(extra, "box")) == {"object", "table"}  # the drawer's copy as target is no entity
+    assert set(_entity_prompts(extra, "point")) == {"object"} and _entity_prompts(extra, "none") == {}
+    env = make_env("TidyIntoDrawer", obs_mode="pointcloud")
+    obs = SimRobot(env, prompt="point").reset(seed=0)
+    assert set(obs.prompts_W) == {"drawer", "object", "table"}
+    assert np.allclose(obs.prompts_W["drawer"], obs.target_prompt_W)
+    assert obs.prompts_W["object"].shape == (3,)
+    env.close()
