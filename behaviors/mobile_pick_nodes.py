@@ -525,7 +525,7 @@ class RecordHeldObject(Skill):
 class ObjectInHand(Skill):
     """Check, every tick of a move with the object held: the fingers still clamp it (not closed on each other,
     not pried open) and its points (``object_mask``, when in view) keep their place relative to the tool
-    centre within :data:`HELD_DRIFT_M`. RUNNING while it holds."""
+    centre, in the hand's frame, within :data:`HELD_DRIFT_M`. RUNNING while it holds."""
 
     def __init__(self, name, tools, object_mask: str = "object"):
         super().__init__(name, tools, reads=("observation", "clamped_gap_m"))
@@ -545,7 +545,9 @@ class ObjectInHand(Skill):
         points = obs.points[_mask(obs, self.object_mask)]
         self.feedback_message = f"gap {gap * 1000:.0f} mm"
         if len(points) >= MIN_OBJECT_POINTS:
-            offset = points.mean(axis=0) - obs.X_WT[self.tools.side][:3, 3]
+            # In the hand's frame: the base turning while it carries turns the hand, and the offset with it.
+            X_WT = obs.X_WT[self.tools.side]
+            offset = X_WT[:3, :3].T @ (points.mean(axis=0) - X_WT[:3, 3])
             if self.offset_W is None:
                 self.offset_W = offset
             drift = float(np.linalg.norm(offset - self.offset_W))

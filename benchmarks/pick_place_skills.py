@@ -57,7 +57,7 @@ def run_episode(skill: str, seed: int, split: str = "test", max_steps: int = 300
         parts["skills"] = py_trees.composites.Sequence("skills", memory=True, children=children)
         once = py_trees.decorators.OneShot("once", parts["skills"], py_trees.common.OneShotPolicy.ON_COMPLETION)
         return py_trees.composites.Sequence("run", memory=False, children=[
-            py_trees.decorators.FailureIsSuccess("end either way", once), HoldStill("hold still", tools, gripper="hold")])
+            py_trees.decorators.FailureIsSuccess("end either way", once), HoldStill("hold still", tools, gripper="close" if where is None else "open")])
 
     solver = TreeSolver(task, robot.model, build, grasp_predictor="antipodal_6dof",
                         blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD})
