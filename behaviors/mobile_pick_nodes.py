@@ -36,6 +36,7 @@ from handleit.perception.place_targets import (
     standoff_base_xy_yaw,
 )
 from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
+from handleit.planning.base_routes import route_around_rectangle
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
@@ -53,6 +54,9 @@ FAR_STANDOFF_M = 1.15
 EDGE_CLEARANCE_M = 0.95  # the base's origin at least this far off the table's edge at the far stand-off
 BODY_CLEARANCE_M = 0.25  # IK keeps the base origin this far beyond the table edge or the drawer front
 STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
+ROUTE_MARGIN_M = 0.5  # the base's route keeps its origin this far off the table (its body, the arm's lower links)
+WAYPOINT_REACHED_M = 0.15  # an intermediate waypoint this close counts as passed
+BLOCKED_STEPS = 300  # the base not 2 cm nearer its waypoint in this many steps: blocked
 PLACE_DROP_M = 0.015  # the held object's bottom stops this far above the place surface, then drops
 ABOVE_RIM_M = 0.06  # the held object's bottom clears a drawer's rim (or the table top) by this much on the way
 RETREAT_M = 0.12  # after releasing, the hand rises this far
@@ -258,26 +262,42 @@ class ApproachStandoff(Skill):
         tools = self.tools
         if self.q_hold is None:
             self.q_hold = obs.qpos.copy()
+        i = tools.base_index
         if self.latched is not None:
-            xy, yaw = self.latched
+            route, yaw = self.latched
         else:
             target, top, outward = self._target(obs)
             if target is None:
                 return self.fail(f"{self.entity}: neither seen nor prompted")
             xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], FAR_STANDOFF_M, top=top, outward_W=outward,
                                            clearance_m=EDGE_CLEARANCE_M)
+            table = self.bb.table_top
+            route = [xy] if table is None else route_around_rectangle(
+                obs.qpos[i[:2]], xy, table.center_W[:2], table.axes_W, table.half_extent_m, ROUTE_MARGIN_M)
             if top is not None or outward is not None:  # from the estimate: keep it (it refines as it nears)
-                self.latched = (xy, yaw)
-        i = tools.base_index
+                self.latched = (route, yaw)
+                self.waypoint, self.best, self.since_best = 0, math.inf, 0
+        waypoint = min(getattr(self, "waypoint", 0), len(route) - 1)
+        xy = route[waypoint]
         yaw_now = float(obs.qpos[i[2]])
         yaw = yaw_now + math.remainder(yaw - yaw_now, 2 * math.pi)
         q_target = self.q_hold.copy()
         q_target[i[0]], q_target[i[1]], q_target[i[2]] = xy[0], xy[1], yaw
         distance = float(np.linalg.norm(obs.qpos[i[:2]] - xy))
         turn = abs(yaw - yaw_now)
-        self.feedback_message = f"{distance:.2f} m, {math.degrees(turn):.0f} deg from the stand-off"
-        if distance < STANDOFF_TOLERANCE_M and turn < STANDOFF_TOLERANCE_RAD:
+        self.feedback_message = (f"{distance:.2f} m, {math.degrees(turn):.0f} deg from "
+                                 + (f"waypoint {waypoint + 1} of {len(route)}" if len(route) > 1 else "the stand-off"))
+        if waypoint < len(route) - 1 and distance < WAYPOINT_REACHED_M:
+            self.waypoint, self.best, self.since_best = waypoint + 1, math.inf, 0
+        elif waypoint == len(route) - 1 and distance < STANDOFF_TOLERANCE_M and turn < STANDOFF_TOLERANCE_RAD:
             return Status.SUCCESS
+        if self.latched is not None:
+            if distance < self.best - 0.02:
+                self.best, self.since_best = distance, 0
+            else:
+                self.since_best += 1
+                if self.since_best > BLOCKED_STEPS:
+                    return self.fail(f"blocked: {self.feedback_message}")
         qvel, _ = self.reference.follow(q_target, obs, self.bb, continue_handover=False)
         self.send(qvel, self.gripper)
         return Status.RUNNING

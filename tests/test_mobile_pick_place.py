@@ -212,3 +212,19 @@ def test_sim_robot_hands_on_each_entitys_prompt():
     assert np.allclose(obs.prompts_W["drawer"], obs.target_prompt_W)
     assert obs.prompts_W["object"].shape == (3,)
     env.close()
+
+
+def test_base_route_goes_around_the_table():
+    from handleit.planning.base_routes import route_around_rectangle, segment_hits_rectangle
+
+    centre, axes, half = np.array([0.0, 0.0]), np.eye(2), np.array([0.5, 0.3])
+    assert segment_hits_rectangle([-2, 0], [2, 0], centre, axes, half)
+    assert not segment_hits_rectangle([-2, 1], [2, 1], centre, axes, half)
+    assert len(route_around_rectangle([-2, 1], [2, 1], centre, axes, half, 0.5)) == 1  # clear: straight
+    route = route_around_rectangle([-2.0, 0.1], [2.0, 0.0], centre, axes, half, 0.5)
+    assert len(route) == 3 and np.allclose(route[-1], [2.0, 0.0])
+    legs = [np.array([-2.0, 0.1]), *route]
+    assert not any(segment_hits_rectangle(legs[i], legs[i + 1], centre, axes, half + 0.25) for i in range(len(route)))
+    # From the table's edge: straight out first.
+    route = route_around_rectangle([0.0, -0.5], [0.0, 2.0], centre, axes, half, 0.5)
+    assert np.allclose(route[0], [0.0, -0.82]) and np.allclose(route[-1], [0.0, 2.0])
