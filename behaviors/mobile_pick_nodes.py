@@ -54,7 +54,7 @@ FAR_STANDOFF_M = 1.15
 EDGE_CLEARANCE_M = 0.95  # the base's origin at least this far off the table's edge at the far stand-off
 BODY_CLEARANCE_M = 0.25  # IK keeps the base origin this far beyond the table edge or the drawer front
 STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
-ROUTE_MARGIN_M = 0.5  # the base's route keeps its origin this far off the table (its body, the arm's lower links)
+ROUTE_MARGIN_M = 0.6  # the base's route keeps its origin this far off the table (its body, the arm's lower links)
 WAYPOINT_REACHED_M = 0.15  # an intermediate waypoint this close counts as passed
 BLOCKED_STEPS = 300  # the base not 2 cm nearer its waypoint in this many steps: blocked
 PLACE_DROP_M = 0.015  # the held object's bottom stops this far above the place surface, then drops
@@ -72,7 +72,7 @@ MOBILE_PICK_BLACKBOARD = {
     "object": None, "support_z": None, "table_top": None, "place_region": None, "place_error": None,
     "place_goal_W": None, "q_base": None, "q_raise": None, "q_lift": None, "X_WG_lift": None, "q_above": None,
     "X_WG_above": None, "q_release": None, "X_WG_release": None, "q_retreat": None, "X_WG_retreat": None,
-    "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None,
+    "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None, "q_tuck": None,
 }
 
 
@@ -199,17 +199,29 @@ class PlaceRegionSeen(Skill):
 
 
 class ObjectSeen(Skill):
-    """Check: the object was seen (its estimate exists); FAILURE saying so otherwise."""
+    """Check: the object was seen (its estimate exists); holds still up to ``wait_steps`` for it (the view
+    settling after a drive), then FAILURE saying so."""
 
-    def __init__(self, name, tools, object_mask: str = "object"):
-        super().__init__(name, tools, reads=("observation", "object"))
-        self.object_mask = object_mask
+    def __init__(self, name, tools, object_mask: str = "object", wait_steps: int = 100):
+        super().__init__(name, tools, reads=("observation", "object"), writes=("command",))
+        self.object_mask, self.wait_steps = object_mask, wait_steps
+
+    def initialise(self):
+        self.ticks, self.q_hold = 0, None
 
     def update(self):
         if self.bb.object is not None:
             self.feedback_message = f"{len(self.bb.object.points_W)} points"
             return Status.SUCCESS
-        n = int(_mask(self.bb.observation, self.object_mask).sum())
+        obs: Observation = self.bb.observation
+        n = int(_mask(obs, self.object_mask).sum())
+        self.ticks += 1
+        if self.ticks < self.wait_steps:
+            if self.q_hold is None:
+                self.q_hold = obs.qpos.copy()
+            self.send(self.tools.pid.step(self.q_hold, obs.qpos), "open")
+            self.feedback_message = f"waiting: {n} object points"
+            return Status.RUNNING
         return self.fail(f"no object points (mask {self.object_mask!r}: {n} points, need {MIN_OBJECT_POINTS})")
 
 
@@ -254,8 +266,13 @@ class ApproachStandoff(Skill):
         if prompt is None:
             return None, None, None
         prompt = np.asarray(prompt, dtype=np.float64)
+        point = prompt if prompt.ndim == 1 else prompt.mean(axis=0)
         outward = self.bb.drawer_outward_W if self.entity == "drawer" else None
-        return (prompt if prompt.ndim == 1 else prompt.mean(axis=0)), None, outward
+        if self.entity == "object":  # prompted inside a drawer: look into it from the drawer's front
+            part = obs.points[_mask(obs, "target_link")]
+            if len(part) >= MIN_ENTITY_POINTS and np.linalg.norm(part.mean(axis=0)[:2] - point[:2]) < 0.6:
+                outward = _outward_of_part(obs)
+        return point, None, outward
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -311,6 +328,33 @@ def _outward_of_part(obs: Observation, part_mask: str = "target_link", handle_ma
     d = handle.mean(axis=0) - part.mean(axis=0)
     d[2] = 0.0
     return d if np.linalg.norm(d) > 1e-3 else None
+
+
+TUCK_B_M = (0.5, -0.2)  # the hand's tuck for carrying: this far ahead and to the side of the base (m, base frame)
+
+
+class PlanTuck(Skill):
+    """The arm and torso tucked for a drive with the object held: the hand :data:`TUCK_B_M` from the base (at
+    its height, its orientation kept), so that the arm does not sweep a metre out as the base turns. IK with
+    the base fixed; writes ``q_tuck``. FAILURE: no IK."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation",), writes=("q_tuck",))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools = self.tools
+        X_WT = obs.X_WT[tools.side]
+        X_tuck = X_WT.copy()
+        X_tuck[:2, 3] = obs.X_WB[:2, 3] + obs.X_WB[:2, :2] @ np.asarray(TUCK_B_M)
+        X_tuck[2, 3] = max(X_WT[2, 3], 0.5)
+        result = tools.ik.solve(obs.qpos, {tools.side: X_tuck}, fixed_joints=tools.model.base_joint_names[:3],
+                                initial_guesses=wrist_roll_starts(tools, obs.qpos))
+        if not result.success:
+            return self.fail(f"no IK for the tuck: {result.message}")
+        self.bb.q_tuck = result.q
+        self.feedback_message = f"hand to {np.round(X_tuck[:3, 3], 2)}"
+        return Status.SUCCESS
 
 
 class MoveJoints(Skill):

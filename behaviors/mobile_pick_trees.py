@@ -8,7 +8,7 @@ with their predicates); ``hold=True`` adds a final hold, for running one alone a
         └── attempt (Sequence, memory)
             ├── recover                         after a failure: open, raise the hand, skip the failed grasp
             ├── drive to the object in time?    base to a far stand-off off the table's edge (arm held)
-            ├── object seen?                    check: the object's points
+            ├── object seen?                    check: the object's points (waits 1 s for them)
             ├── plan grasp (whole-body IK)      antipodal grasps from above; IK pregrasp (base kept off the
             │                                   table), grasp and lift (arm alone)
             ├── raise arm in time?              arm and torso to the pregrasp posture, base where it is
@@ -23,7 +23,8 @@ with their predicates); ``hold=True`` adds a final hold, for running one alone a
     place inside drawer / place on table (Sequence)    effects: InsideOf(object, drawer) or OnTopOf(object,
     ├── perceive place region                          table), HandEmpty()
     └── place (Sequence, memory)
-        ├── carry to the drawer/table (Parallel)       base to a far stand-off, "object in gripper?" every tick
+        ├── carry to the drawer/table (Parallel)       tuck the arm (IK), base to a far stand-off around the
+        │                                              table, "object in gripper?" every tick
         ├── drawer opening seen? / table top seen?     check: the estimator's estimate (or why not)
         ├── plan placement (IK)                        object's footprint inside the opening; IK above, release,
         │                                              retreat
@@ -53,6 +54,7 @@ from .mobile_pick_nodes import (
     PlaceRegionSeen,
     PlanMobileGrasp,
     PlanPlace,
+    PlanTuck,
     RecordHeldObject,
     Released,
 )
@@ -122,8 +124,11 @@ def create_place_tree(tools: Tools, where: str = "inside", object_mask: str = "o
     entity = "drawer" if where == "inside" else "table"
     seen = "drawer opening seen?" if where == "inside" else "table top seen?"
     carry_to = _with_object_check(f"carry to the {entity}", tools, [
+        PlanTuck("plan tuck (IK)", tools),
+        _timed("tuck arm in time?", MoveJoints("tuck arm", tools, "q_tuck", gripper="close", speed_fraction=0.3),
+               tools, 5.0),
         _timed(f"drive to the {entity} in time?", ApproachStandoff(f"drive to the {entity}", tools, entity, "close"),
-               tools, 15.0)], object_mask)
+               tools, 20.0)], object_mask)
     lower = MoveToConfiguration("lower", tools, "q_release", "X_WG_release", lateral_tolerance_m=0.01,
                                 axial_tolerance_m=0.008, angle_tolerance_rad=0.08, base_tolerance_m=0.04,
                                 gripper="close", patience=10, accept_stall_m=0.02, accept_stall_axial_m=0.04,

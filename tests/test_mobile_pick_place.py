@@ -153,7 +153,7 @@ def test_trees_build_and_print_their_checks(model):
     for node in ("perceive object", "drive to the object in time?", "object seen?", "plan grasp (whole-body IK)",
                  "raise arm in time?", "drive to pregrasp in time?", "grasp in time?", "close gripper",
                  "grasp closed on object?", "object in gripper?", "lifted?", "perceive place region",
-                 "carry to the drawer", "drawer opening seen?", "plan placement (IK)", "carry over the drawer",
+                 "carry to the drawer", "plan tuck (IK)", "tuck arm in time?", "drawer opening seen?", "plan placement (IK)", "carry over the drawer",
                  "released?", "retreat in time?", "object left behind?", "carry to the table", "table top seen?"):
         assert node in text, node
     with pytest.raises(ValueError, match="'inside'"):
@@ -173,7 +173,7 @@ def test_no_object_points_and_an_empty_cloud_fail_in_a_named_node(model):
     obs = _empty_observation(model, {"object": np.array([1.3, 0.0, 0.6])})
     obs = Observation(**{**obs.__dict__, "qpos": np.concatenate([[0.15, 0.0, 0.0], obs.qpos[3:]])})
     solver.reset(obs)
-    for _ in range(5):
+    for _ in range(105):  # "object seen?" waits a second (100 steps) for points
         solver.step(obs)
     assert any(r.startswith("object seen?: no object points") for r in solver.tools.failure_reasons), \
         solver.tools.failure_reasons
