@@ -56,7 +56,7 @@ BODY_CLEARANCE_M = 0.25  # IK keeps the base origin this far beyond the table ed
 STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
 ROUTE_MARGIN_M = 0.6  # the base's route keeps its origin this far off the table (its body, the arm's lower links)
 WAYPOINT_REACHED_M = 0.15  # an intermediate waypoint this close counts as passed
-BLOCKED_STEPS = 300  # the base not 2 cm nearer its waypoint in this many steps: blocked
+BLOCKED_STEPS = 300  # the base standing still (< 1 cm/s) this many steps short of its waypoint: blocked
 PLACE_DROP_M = 0.015  # the held object's bottom stops this far above the place surface, then drops
 ABOVE_RIM_M = 0.06  # the held object's bottom clears a drawer's rim (or the table top) by this much on the way
 RETREAT_M = 0.12  # after releasing, the hand rises this far
@@ -309,12 +309,11 @@ class ApproachStandoff(Skill):
         elif waypoint == len(route) - 1 and distance < STANDOFF_TOLERANCE_M and turn < STANDOFF_TOLERANCE_RAD:
             return Status.SUCCESS
         if self.latched is not None:
-            if distance < self.best - 0.02:
-                self.best, self.since_best = distance, 0
-            else:
-                self.since_best += 1
-                if self.since_best > BLOCKED_STEPS:
-                    return self.fail(f"blocked: {self.feedback_message}")
+            # Blocked: the base itself stands still (planar and turning speed) while its goal is not reached.
+            speed = float(np.linalg.norm(obs.qvel[i[:2]])) + 0.3 * abs(float(obs.qvel[i[2]]))
+            self.since_best = self.since_best + 1 if speed < 0.01 else 0
+            if self.since_best > BLOCKED_STEPS:
+                return self.fail(f"blocked: {self.feedback_message}")
         qvel, _ = self.reference.follow(q_target, obs, self.bb, continue_handover=False)
         self.send(qvel, self.gripper)
         return Status.RUNNING
@@ -541,12 +540,17 @@ class PlanPlace(BackgroundPlanning, Skill):
             if not above.success:
                 why = f"above: {above.message}"
                 continue
-            release = tools.ik.solve(above.q, {tools.side: X_release}, fixed_joints=base)
+            # Lowering and retreating: the arm and the torso, the base where it stands.
+            release = tools.ik.solve(above.q, {tools.side: X_release}, fixed_joints=base[:3])
             if not release.success:
                 why = f"release: {release.message}"
                 continue
-            X_retreat = _up(X_release, RETREAT_M + (X_above[2, 3] - X_release[2, 3]))
-            retreat = tools.ik.solve(release.q, {tools.side: X_retreat}, fixed_joints=base)
+            retreat = None
+            for rise in (X_above[2, 3] - X_release[2, 3] + RETREAT_M, X_above[2, 3] - X_release[2, 3], RETREAT_M / 2):
+                X_retreat = _up(X_release, rise)
+                retreat = tools.ik.solve(release.q, {tools.side: X_retreat}, fixed_joints=base[:3])
+                if retreat.success:
+                    break
             if not retreat.success:
                 why = f"retreat: {retreat.message}"
                 continue
