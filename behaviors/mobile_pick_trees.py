@@ -128,7 +128,7 @@ def create_place_tree(tools: Tools, where: str = "inside", object_mask: str = "o
         _timed("tuck arm in time?", MoveJoints("tuck arm", tools, "q_tuck", gripper="close", speed_fraction=0.3),
                tools, 5.0),
         _timed(f"drive to the {entity} in time?", ApproachStandoff(f"drive to the {entity}", tools, entity, "close"),
-               tools, 20.0)], object_mask)
+               tools, 25.0)], object_mask)
     lower = MoveToConfiguration("lower", tools, "q_release", "X_WG_release", lateral_tolerance_m=0.01,
                                 axial_tolerance_m=0.008, angle_tolerance_rad=0.08, base_tolerance_m=0.04,
                                 gripper="close", patience=10, accept_stall_m=0.02, accept_stall_axial_m=0.04,
