@@ -41,6 +41,9 @@ class Observation:
     # The operator's prompt naming the target (a segmenter's input, as a person on a robot would click on it):
     # [3] a point, or [2, 3] an axis-aligned box (min corner, max corner), in the world (m); None: no prompt.
     target_prompt_W: np.ndarray | None = None
+    # The operator's prompts per named entity of a scene with several ("object", "table", "drawer" in the
+    # long-horizon tasks), each a point [3] or a box [2, 3] as ``target_prompt_W``; empty where none are given.
+    prompts_W: dict[str, np.ndarray] = field(default_factory=dict)
     # Where the cameras were, in `frame` (m), [C, 3], and which of them saw each point, [N] int (PCL's
     # `sensor_origin_`): the rays along which depth noise lies. None where the robot does not report them.
     sensor_origins: np.ndarray | None = None

@@ -60,6 +60,14 @@ def _body_half_extents_m(robot) -> tuple[float, float] | None:
     return None if not half.any() else (float(half[0]), float(half[1]))
 
 
+def _entity_prompts(extra: dict[str, Any], kind: str) -> dict[str, np.ndarray]:
+    """The per-entity prompts of ``extra`` (keys ``<entity>_prompt_<kind>``, ``kind`` "point" or "box"; the
+    drawer's repeated as ``target_prompt_<kind>`` is not an entity): entity -> array (world, m)."""
+    suffix = f"_prompt_{kind}"
+    return {key[: -len(suffix)]: np.asarray(value, dtype=np.float64) for key, value in extra.items()
+            if key.endswith(suffix) and key != f"target{suffix}"}
+
+
 class SimRobot:
     """A :class:`~handleit.types.RobotInterface` over a handleit env in ``pointcloud`` mode."""
 
@@ -115,6 +123,7 @@ class SimRobot:
             X_WT={s: pose7_to_matrix(agent["tcp_pose"][7 * i: 7 * i + 7]) for i, s in enumerate(base.robot.sides)},
             goal_W=np.asarray(o["extra"]["goal_pos"], dtype=np.float64) if "goal_pos" in o.get("extra", {}) else None,
             target_prompt_W=np.asarray(extra[prompt_key], dtype=np.float64) if prompt_key in extra else None,
+            prompts_W=_entity_prompts(extra, self.prompt),
             sensor_origins=np.asarray(pc["sensor_origins"], dtype=np.float64) if "sensor_origins" in pc else None,
             sensor_index=pc["sensor_index"][valid] if "sensor_index" in pc else None,
         )

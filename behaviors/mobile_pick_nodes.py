@@ -1,0 +1,694 @@
+"""Nodes of the mobile robot's pick and place subtrees (the long-horizon tasks of issue 19): perceive the object,
+the table and the drawer's interior from their masked points, drive the base to where the arm reaches, plan
+grasps and placements with whole-body IK, and the checks "object in gripper?", "lifted?", "released?".
+
+Entities are read through mask names (``object``, ``table``, ``target_link``, ``target_handle`` by default:
+whatever the segmenter writes), prompts through ``Observation.prompts_W``. No ground truth.
+
+Blackboard keys (besides ``TreeSolver``'s; initial values in :data:`MOBILE_PICK_BLACKBOARD`):
+    object            TabletopObject: the object from its latest points (frozen while held)
+    support_z         height (m) of what the object rests on
+    table_top         TableTop: the table's plane and rectangle, or None
+    place_region      DrawerInterior or TableTop-with-spot: where the held object goes, or None
+    place_error       why no place region was estimated (the last PlaceTargetError), or None
+    place_goal_W      [3] where the held object's bottom centre goes (m)
+    q_base            joint target with the base joints planned and the arm held (drive first)
+    q_raise           joint target with the arm and torso planned and the base held (raise the arm first)
+    q_lift/X_WG_lift, q_above/X_WG_above, q_release/X_WG_release, q_retreat/X_WG_retreat: move targets
+    held_points_G     [n, 3] the held object's points in the tool frame at grasp time
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from py_trees.common import Status
+
+from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
+from handleit.perception.place_targets import (
+    DrawerInterior,
+    PlaceTargetError,
+    TableTop,
+    estimate_drawer_interior,
+    estimate_table_top,
+    free_spot_on_table,
+    standoff_base_xy_yaw,
+)
+from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
+from handleit.planning.base_routes import route_around_rectangle
+from handleit.types import Observation
+
+from .background import BackgroundPlanning
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, wrist_roll_starts
+
+MIN_OBJECT_POINTS = 10  # fewer object points than this: not seen
+MIN_ENTITY_POINTS = 30  # a table or drawer seen with fewer points is not seen
+PREGRASP_M = 0.10  # back-off along the approach before going straight in
+LIFT_M = 0.15  # straight up after closing: clears the table's and the drawer's edges
+MAX_GRASPS = 16  # ranked grasp candidates tried per plan
+MIN_DOWN_COS = 0.5  # grasps approaching at least 30 degrees below horizontal: from above, away from the table
+# Where the base stands while the arm is raised: this far from the target (m): the mobile Panda's arm at rest
+# reaches 0.76 m ahead and 0.8 m to the right of the base, at 0.42 m, below most tables' tops.
+FAR_STANDOFF_M = 1.15
+EDGE_CLEARANCE_M = 0.95  # the base's origin at least this far off the table's edge at the far stand-off
+BODY_CLEARANCE_M = 0.25  # IK keeps the base origin this far beyond the table edge or the drawer front
+STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
+ROUTE_MARGIN_M = 0.6  # the base's route keeps its origin this far off the table (its body, the arm's lower links)
+WAYPOINT_REACHED_M = 0.15  # an intermediate waypoint this close counts as passed
+BLOCKED_STEPS = 300  # the base standing still (< 1 cm/s) this many steps short of its waypoint: blocked
+PLACE_DROP_M = 0.015  # the held object's bottom stops this far above the place surface, then drops
+ABOVE_RIM_M = 0.06  # the held object's bottom clears a drawer's rim (or the table top) by this much on the way
+RETREAT_M = 0.12  # after releasing, the hand rises this far
+DRAWER_MARGIN_M = 0.01  # the held object's footprint this far inside the drawer's opening, each side
+HELD_DRIFT_M = 0.04  # the held object's points may move this far relative to the hand (occlusion) ...
+HELD_DRIFT_STEPS = 5  # ... for this many steps in a row before it is lost
+FINGER_SPREAD_M = 0.015  # fingers this much wider than they clamped have been pried open
+LIFTED_MIN_M = 0.03  # "lifted?": the object's lowest seen point this far above its support at least
+RELEASED_GAP_M = 0.01  # "released?": the fingers this much wider than they clamped
+CARRY_YAWS_RAD = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4, 3 * math.pi / 4, -3 * math.pi / 4, math.pi)
+
+MOBILE_PICK_BLACKBOARD = {
+    "object": None, "support_z": None, "table_top": None, "place_region": None, "place_error": None,
+    "place_goal_W": None, "q_base": None, "q_raise": None, "q_lift": None, "X_WG_lift": None, "q_above": None,
+    "X_WG_above": None, "q_release": None, "X_WG_release": None, "q_retreat": None, "X_WG_retreat": None,
+    "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None, "q_tuck": None,
+}
+
+
+def _up(X: np.ndarray, dz_m: float) -> np.ndarray:
+    X = X.copy()
+    X[2, 3] += dz_m
+    return X
+
+
+def _rot_z(yaw: float) -> np.ndarray:
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _mask(obs: Observation, name: str) -> np.ndarray:
+    m = obs.masks.get(name)
+    return np.zeros(len(obs.points), dtype=bool) if m is None else np.asarray(m, dtype=bool)
+
+
+def _base_split(tools, q_from: np.ndarray, q_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(arm and torso of ``q_to`` with the planar base of ``q_from``; ``q_to``): raise the arm, then drive."""
+    raise_q = q_to.copy()
+    raise_q[tools.base_index[:3]] = q_from[tools.base_index[:3]]
+    return raise_q, q_to
+
+
+# ----------------------------------------------------------------------------------------------------
+# Perception
+# ----------------------------------------------------------------------------------------------------
+class PerceiveObject(Skill):
+    """Every tick: the object (``object_mask``) from its points while not held, the height of what it rests
+    on (the scene's points around it), and the table's top (``table_mask``: plane and rectangle) when seen.
+    Always SUCCESS; the feedback says what was seen."""
+
+    def __init__(self, name, tools, object_mask: str = "object", table_mask: str = "table"):
+        super().__init__(name, tools, reads=("observation", "grasped"), writes=("object", "support_z", "table_top"))
+        self.object_mask, self.table_mask = object_mask, table_mask
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        obj_mask = _mask(obs, self.object_mask)
+        table = obs.points[_mask(obs, self.table_mask)]
+        if len(table) >= MIN_ENTITY_POINTS:
+            try:
+                self.bb.table_top = estimate_table_top(table)
+            except PlaceTargetError:
+                pass
+        n = int(obj_mask.sum())
+        if not self.bb.grasped and n >= MIN_OBJECT_POINTS:
+            points = obs.points[obj_mask]
+            scene = ~obj_mask & ~_mask(obs, "robot")
+            support = estimate_support_height(obs.points[scene], points)
+            if support is not None:
+                self.bb.support_z = support
+            self.bb.object = estimate_tabletop_object(points, self.bb.support_z)
+        o: TabletopObject | None = self.bb.object
+        self.feedback_message = f"{n} object points" + ("" if o is None else f", centre {np.round(o.center_W, 3)}")
+        return Status.SUCCESS
+
+
+class PerceivePlaceRegion(Skill):
+    """Every tick until the placement is planned: where the held object can go. ``where="inside"``: the open
+    drawer's interior from the drawer part's points (``part_mask``; the front from ``handle_mask``).
+    ``where="on"``: the table's top (``table_mask``) and a free spot on it, clear of what stands there.
+    Writes ``place_region`` or, when the points do not support one, ``place_error``. Always SUCCESS."""
+
+    def __init__(self, name, tools, where: str, part_mask: str = "target_link", handle_mask: str = "target_handle",
+                 table_mask: str = "table", object_mask: str = "object"):
+        super().__init__(name, tools, reads=("observation", "place_goal_W", "held_points_G"),
+                         writes=("place_region", "place_error", "drawer_outward_W"))
+        if where not in ("inside", "on"):
+            raise ValueError(f"where must be 'inside' or 'on', got {where!r}")
+        self.where, self.part_mask, self.handle_mask = where, part_mask, handle_mask
+        self.table_mask, self.object_mask = table_mask, object_mask
+        self.outward_W = None
+
+    def update(self):
+        if self.bb.place_goal_W is not None:  # planned: keep the region the plan was made on
+            return Status.SUCCESS
+        obs: Observation = self.bb.observation
+        try:
+            if self.where == "inside":
+                part = obs.points[_mask(obs, self.part_mask)]
+                handle = obs.points[_mask(obs, self.handle_mask)]
+                if self.outward_W is None and len(handle) >= 5 and len(part) >= MIN_ENTITY_POINTS:
+                    self.outward_W = handle.mean(axis=0) - part.mean(axis=0)
+                    self.bb.drawer_outward_W = self.outward_W
+                region = estimate_drawer_interior(part, outward_W=self.outward_W, handle_points_W=handle)
+                self.feedback_message = (f"drawer opening {np.round(region.size_m, 2)} m at "
+                                         f"{np.round(region.center_W, 2)}, rim {region.rim_z:.2f} m")
+            else:
+                table = obs.points[_mask(obs, self.table_mask)]
+                top = estimate_table_top(table)
+                others = ~_mask(obs, self.table_mask) & ~_mask(obs, "robot") & ~_mask(obs, self.object_mask)
+                radius = _held_radius_m(self.bb.held_points_G)
+                spot = free_spot_on_table(top, radius, obs.points[others], prefer_W=obs.X_WB[:3, 3])
+                region = (top, spot)
+                self.feedback_message = f"table top at {top.height_z:.2f} m, free spot {np.round(spot, 2)}"
+            self.bb.place_region, self.bb.place_error = region, None
+        except PlaceTargetError as error:
+            self.bb.place_error = str(error)
+            self.feedback_message = str(error)
+        return Status.SUCCESS
+
+
+def _held_radius_m(points_G) -> float:
+    """Half the largest horizontal extent of the held object (m; 5 cm when unknown)."""
+    if points_G is None or len(points_G) == 0:
+        return 0.05
+    return float(0.5 * np.max(np.ptp(points_G, axis=0)))
+
+
+class PlaceRegionSeen(Skill):
+    """Check: a place region was estimated (FAILURE with the estimator's reason otherwise)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("place_region", "place_error"))
+
+    def update(self):
+        if self.bb.place_region is not None:
+            self.feedback_message = "seen"
+            return Status.SUCCESS
+        return self.fail(self.bb.place_error or "no points of the place target")
+
+
+class ObjectSeen(Skill):
+    """Check: the object was seen (its estimate exists); holds still up to ``wait_steps`` for it (the view
+    settling after a drive), then FAILURE saying so."""
+
+    def __init__(self, name, tools, object_mask: str = "object", wait_steps: int = 100):
+        super().__init__(name, tools, reads=("observation", "object"), writes=("command",))
+        self.object_mask, self.wait_steps = object_mask, wait_steps
+
+    def initialise(self):
+        self.ticks, self.q_hold = 0, None
+
+    def update(self):
+        if self.bb.object is not None:
+            self.feedback_message = f"{len(self.bb.object.points_W)} points"
+            return Status.SUCCESS
+        obs: Observation = self.bb.observation
+        n = int(_mask(obs, self.object_mask).sum())
+        self.ticks += 1
+        if self.ticks < self.wait_steps:
+            if self.q_hold is None:
+                self.q_hold = obs.qpos.copy()
+            self.send(self.tools.pid.step(self.q_hold, obs.qpos), "open")
+            self.feedback_message = f"waiting: {n} object points"
+            return Status.RUNNING
+        return self.fail(f"no object points (mask {self.object_mask!r}: {n} points, need {MIN_OBJECT_POINTS})")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Base moves
+# ----------------------------------------------------------------------------------------------------
+class ApproachStandoff(Skill):
+    """Drive the base (arm held) to a far stand-off from the target, facing it: SUCCESS when there. The target
+    is ``entity``'s estimate (the object, the place region) when there is one, else its prompt
+    (``Observation.prompts_W``); FAILURE when neither is known. Off the table's edge when the table is seen,
+    along a drawer's outward direction for a drawer."""
+
+    def __init__(self, name, tools, entity: str, gripper="open"):
+        super().__init__(name, tools, reads=("observation", "tick", "object", "table_top", "place_region",
+                                             "drawer_outward_W"), writes=("command", "reference"))
+        self.entity, self.gripper = entity, gripper
+        # Carrying (gripper closed on the object, arm tucked): a little slower, ramped over 0.5 s instead of
+        # 0.15 s, so that the base's acceleration does not shake the object in the fingers.
+        carrying = gripper == "close"
+        self.reference = JointReference(tools, speed_fraction=0.5 if carrying else 0.6,
+                                        ramp_s=0.5 if carrying else 0.15)
+
+    def initialise(self):
+        self.q_hold = None
+        self.latched = None  # the stand-off, fixed once computed from an estimate (not a prompt)
+        self.reference.restart()
+
+    def _target(self, obs: Observation):
+        region = self.bb.place_region
+        if self.entity == "object" and self.bb.object is not None:
+            centre, top = self.bb.object.center_W, self.bb.table_top
+            if top is not None and np.all(np.abs(top.local_xy(centre)) <= top.half_extent_m):
+                return centre, top, None  # on the table: off its nearest edge
+            return centre, None, _outward_of_part(obs)  # in a drawer: in front of it (when its handle is seen)
+        if self.entity == "drawer" and isinstance(region, DrawerInterior):
+            return region.center_W, None, region.outward_W
+        if self.entity == "table" and region is not None:
+            return region[1], region[0], None
+        if self.entity == "table" and self.bb.table_top is not None:
+            return self.bb.table_top.center_W, self.bb.table_top, None
+        prompt = obs.prompts_W.get(self.entity)
+        if prompt is None:
+            return None, None, None
+        prompt = np.asarray(prompt, dtype=np.float64)
+        point = prompt if prompt.ndim == 1 else prompt.mean(axis=0)
+        outward = self.bb.drawer_outward_W if self.entity == "drawer" else None
+        if self.entity == "object":  # prompted inside a drawer: look into it from the drawer's front
+            part = obs.points[_mask(obs, "target_link")]
+            if len(part) >= MIN_ENTITY_POINTS and np.linalg.norm(part.mean(axis=0)[:2] - point[:2]) < 0.6:
+                outward = _outward_of_part(obs)
+        return point, None, outward
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools = self.tools
+        if self.q_hold is None:
+            self.q_hold = obs.qpos.copy()
+        i = tools.base_index
+        if self.latched is not None:
+            route, yaw = self.latched
+        else:
+            target, top, outward = self._target(obs)
+            if target is None:
+                return self.fail(f"{self.entity}: neither seen nor prompted")
+            xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], FAR_STANDOFF_M, top=top, outward_W=outward,
+                                           clearance_m=EDGE_CLEARANCE_M)
+            table = self.bb.table_top
+            route = [xy] if table is None else route_around_rectangle(
+                obs.qpos[i[:2]], xy, table.center_W[:2], table.axes_W, table.half_extent_m, ROUTE_MARGIN_M)
+            if top is not None or outward is not None:  # from the estimate: keep it (it refines as it nears)
+                self.latched = (route, yaw)
+                self.waypoint, self.best, self.since_best = 0, math.inf, 0
+        waypoint = min(getattr(self, "waypoint", 0), len(route) - 1)
+        xy = route[waypoint]
+        yaw_now = float(obs.qpos[i[2]])
+        yaw = yaw_now + math.remainder(yaw - yaw_now, 2 * math.pi)
+        q_target = self.q_hold.copy()
+        q_target[i[0]], q_target[i[1]], q_target[i[2]] = xy[0], xy[1], yaw
+        distance = float(np.linalg.norm(obs.qpos[i[:2]] - xy))
+        turn = abs(yaw - yaw_now)
+        self.feedback_message = (f"{distance:.2f} m, {math.degrees(turn):.0f} deg from "
+                                 + (f"waypoint {waypoint + 1} of {len(route)}" if len(route) > 1 else "the stand-off"))
+        if waypoint < len(route) - 1 and distance < WAYPOINT_REACHED_M:
+            self.waypoint, self.best, self.since_best = waypoint + 1, math.inf, 0
+        elif waypoint == len(route) - 1 and distance < STANDOFF_TOLERANCE_M and turn < STANDOFF_TOLERANCE_RAD:
+            return Status.SUCCESS
+        if self.latched is not None:
+            # Blocked: the base itself stands still (planar and turning speed) while its goal is not reached.
+            speed = float(np.linalg.norm(obs.qvel[i[:2]])) + 0.3 * abs(float(obs.qvel[i[2]]))
+            self.since_best = self.since_best + 1 if speed < 0.01 else 0
+            if self.since_best > BLOCKED_STEPS:
+                return self.fail(f"blocked: {self.feedback_message}")
+        qvel, _ = self.reference.follow(q_target, obs, self.bb, continue_handover=False)
+        self.send(qvel, self.gripper)
+        return Status.RUNNING
+
+
+def _outward_of_part(obs: Observation, part_mask: str = "target_link", handle_mask: str = "target_handle"):
+    """The horizontal direction out of a cabinet part, from its points to its handle's; None when not seen."""
+    part, handle = obs.points[_mask(obs, part_mask)], obs.points[_mask(obs, handle_mask)]
+    if len(part) < MIN_ENTITY_POINTS or len(handle) < 5:
+        return None
+    d = handle.mean(axis=0) - part.mean(axis=0)
+    d[2] = 0.0
+    return d if np.linalg.norm(d) > 1e-3 else None
+
+
+TUCK_B_M = (0.5, -0.2)  # the hand's tuck for carrying: this far ahead and to the side of the base (m, base frame)
+
+
+class PlanTuck(Skill):
+    """The arm and torso tucked for a drive with the object held: the hand :data:`TUCK_B_M` from the base (at
+    its height, its orientation kept), so that the arm does not sweep a metre out as the base turns. IK with
+    the base fixed; writes ``q_tuck``. FAILURE: no IK."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation",), writes=("q_tuck",))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools = self.tools
+        X_WT = obs.X_WT[tools.side]
+        X_tuck = X_WT.copy()
+        X_tuck[:2, 3] = obs.X_WB[:2, 3] + obs.X_WB[:2, :2] @ np.asarray(TUCK_B_M)
+        X_tuck[2, 3] = max(X_WT[2, 3], 0.5)
+        result = tools.ik.solve(obs.qpos, {tools.side: X_tuck}, fixed_joints=tools.model.base_joint_names[:3],
+                                initial_guesses=wrist_roll_starts(tools, obs.qpos))
+        if not result.success:
+            return self.fail(f"no IK for the tuck: {result.message}")
+        self.bb.q_tuck = result.q
+        self.feedback_message = f"hand to {np.round(X_tuck[:3, 3], 2)}"
+        return Status.SUCCESS
+
+
+class MoveJoints(Skill):
+    """Move to the joint target under ``target_key`` along a :class:`JointReference`; SUCCESS when every
+    controlled joint is within ``tolerance`` (m or rad) of it, FAILURE when it stops getting closer."""
+
+    def __init__(self, name, tools, target_key: str, gripper="open", tolerance: float = 0.02,
+                 speed_fraction: float = 0.6):
+        super().__init__(name, tools, reads=("observation", "tick", "reference", target_key),
+                         writes=("command", "reference"))
+        self.target_key, self.gripper, self.tolerance = target_key, gripper, tolerance
+        self.reference = JointReference(tools, speed_fraction)
+
+    def initialise(self):
+        self.reference.restart()
+        self.best, self.since_best = math.inf, 0
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        q_target = self.bb.get(self.target_key)
+        c = self.tools.controlled
+        error = float(np.max(np.abs((q_target - obs.qpos)[c])))
+        self.feedback_message = f"{error:.3f} from the target"
+        qvel, arrived = self.reference.follow(q_target, obs, self.bb)
+        if error < self.tolerance and arrived:
+            return Status.SUCCESS
+        if error < self.best - 1e-3:
+            self.best, self.since_best = error, 0
+        elif arrived:
+            self.since_best += 1
+            if self.since_best > 30:
+                if error < 2 * self.tolerance:  # settled just short (the base's friction): close enough
+                    self.feedback_message = f"settled {self.feedback_message}"
+                    return Status.SUCCESS
+                return self.fail(f"no progress: {self.feedback_message}")
+        self.send(qvel, self.gripper)
+        return Status.RUNNING
+
+
+# ----------------------------------------------------------------------------------------------------
+# Planning
+# ----------------------------------------------------------------------------------------------------
+def _keep_out(target_W: np.ndarray, top: TableTop | None, body_m: float = BODY_CLEARANCE_M):
+    """(p_W, radius): the base origin keeps beyond the table's edge nearest the target, or ``body_m`` + 0.3 m
+    from the target when the table is not known."""
+    if top is None:
+        return (np.asarray(target_W, dtype=np.float64), body_m + 0.3)
+    local = np.abs(top.local_xy(target_W))
+    edge = float(np.min(top.half_extent_m - local))
+    return (np.asarray(target_W, dtype=np.float64), max(edge, 0.0) + body_m)
+
+
+class PlanMobileGrasp(BackgroundPlanning, Skill):
+    """Antipodal grasps on the object's points (the tree's grasp predictor, ranked; those approaching from
+    above or at an angle, at least 30 degrees below horizontal), then the first for which whole-body IK finds
+    the pregrasp (base free, its origin kept off the table: a disc about the object out to the nearest table
+    edge plus the body's clearance), the grasp and the lift (arm alone from the pregrasp). FAILURE ("no
+    reachable grasp") saying how many failed where."""
+
+    def __init__(self, name, tools, object_mask: str = "object"):
+        super().__init__(name, tools, reads=("observation", "object", "support_z", "table_top", "attempt",
+                                             "failed_grasps"),
+                         writes=("grasp", "X_WG_pregrasp", "X_WG_grasp", "q_pregrasp", "q_grasp", "q_lift",
+                                 "X_WG_lift", "q_raise", "target_at_grasp"))
+        self.object_mask = object_mask
+
+    def snapshot(self) -> dict:
+        return {"observation": self.bb.observation, "object": self.bb.object, "support_z": self.bb.support_z,
+                "table_top": self.bb.table_top, "attempt": int(self.bb.attempt)}
+
+    def plan(self, snap: dict):
+        obs: Observation = snap["observation"]
+        obj: TabletopObject | None = snap["object"]
+        tools = self.tools
+        if obj is None:
+            return "fail", "no object points to grasp"
+        masks = {"target": _mask(obs, self.object_mask), "robot": _mask(obs, "robot")}
+        if not masks["target"].any():
+            masks["target"] = np.zeros(len(obs.points), dtype=bool)
+            points = np.vstack([obs.points, obj.points_W])
+            masks = {k: np.concatenate([v, np.zeros(len(obj.points_W), dtype=bool)]) for k, v in masks.items()}
+            masks["target"][len(obs.points):] = True
+        else:
+            points = obs.points
+        try:
+            grasps = tools.grasp_predictor.predict(points, masks, table_z=snap["support_z"], seed=snap["attempt"])
+        except ValueError as error:
+            return "fail", f"grasp predictor: {error}"
+        grasps = [g for g in grasps if -g.X_WG[2, 2] >= MIN_DOWN_COS][:MAX_GRASPS]
+        if not grasps:
+            return "fail", "no grasp from above fits the object's points"
+        keep_out = _keep_out(obj.center_W, snap["table_top"])
+        starts = wrist_roll_starts(tools, obs.qpos)
+        counts = {"pregrasp": 0, "grasp": 0, "lift": 0}
+        base = tools.model.base_joint_names
+        for grasp in grasps:
+            for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
+                X_WP = pregrasp_pose(X_WG, PREGRASP_M)
+                pre = tools.ik.solve(obs.qpos, {tools.side: X_WP}, initial_guesses=starts, base_keep_out=keep_out)
+                if not pre.success:
+                    counts["pregrasp"] += 1
+                    continue
+                final = tools.ik.solve(pre.q, {tools.side: X_WG}, fixed_joints=base)
+                if not final.success:
+                    counts["grasp"] += 1
+                    continue
+                X_lift = _up(X_WG, LIFT_M)
+                lift = tools.ik.solve(final.q, {tools.side: X_lift}, fixed_joints=base)
+                if not lift.success:
+                    counts["lift"] += 1
+                    continue
+                q_raise, _ = _base_split(tools, obs.qpos, pre.q)
+                why = (f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 3)}, approach "
+                       f"{np.round(X_WG[:3, 2], 2)}")
+                return "plan", (grasp, X_WG, X_WP, pre.q, final.q, lift.q, X_lift, q_raise, obj, why)
+        return "fail", (f"no reachable grasp: {len(grasps)} grasps (and their turned twins), IK failed at the "
+                        f"pregrasp {counts['pregrasp']}, grasp {counts['grasp']}, lift {counts['lift']} times")
+
+    def apply(self, result):
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        grasp, X_WG, X_WP, q_pre, q_grasp, q_lift, X_lift, q_raise, obj, why = value
+        bb = self.bb
+        bb.grasp, bb.X_WG_grasp, bb.X_WG_pregrasp, bb.q_pregrasp, bb.q_grasp = grasp, X_WG, X_WP, q_pre, q_grasp
+        bb.q_lift, bb.X_WG_lift, bb.q_raise, bb.target_at_grasp = q_lift, X_lift, q_raise, obj
+        self.feedback_message = why
+        return Status.SUCCESS
+
+
+class PlanPlace(BackgroundPlanning, Skill):
+    """The placement: the held object (its points in the hand, ``held_points_G``) above the place region's
+    target (the drawer opening's centre; the table's free spot), turned about the vertical so that its
+    footprint fits the drawer's opening, its bottom :data:`PLACE_DROP_M` above the floor or top. Whole-body IK
+    for the pose above (the object's bottom :data:`ABOVE_RIM_M` over the rim or top; base free, kept off the
+    drawer's front or the table's edge), then the arm alone for the release and the retreat. FAILURE: no fit,
+    or no IK."""
+
+    def __init__(self, name, tools, where: str):
+        super().__init__(name, tools, reads=("observation", "place_region", "held_points_G", "table_top"),
+                         writes=("place_goal_W", "q_above", "X_WG_above", "q_release", "X_WG_release", "q_retreat",
+                                 "X_WG_retreat", "q_raise"))
+        self.where = where
+
+    def snapshot(self) -> dict:
+        return {"observation": self.bb.observation, "region": self.bb.place_region,
+                "points_G": self.bb.held_points_G}
+
+    def plan(self, snap: dict):
+        obs: Observation = snap["observation"]
+        region, points_G = snap["region"], snap["points_G"]
+        tools = self.tools
+        if region is None:
+            return "fail", "no place region"
+        if points_G is None or not len(points_G):
+            return "fail", "the held object's shape in the hand is unknown"
+        X_WT = obs.X_WT[tools.side]
+        if self.where == "inside":
+            interior: DrawerInterior = region
+            target = interior.center_W.copy()
+            surface_z, pass_z = interior.floor_z, interior.rim_z
+            front_gap = float(np.linalg.norm(interior.front_W[:2] - interior.center_W[:2]))
+            keep_out = (interior.center_W, front_gap + BODY_CLEARANCE_M)
+        else:
+            top, spot = region
+            target = spot.copy()
+            surface_z, pass_z = top.height_z, top.height_z
+            keep_out = _keep_out(spot, top)
+        base = tools.model.base_joint_names
+        starts = wrist_roll_starts(tools, obs.qpos)
+        why = "no carry yaw"
+        for yaw in CARRY_YAWS_RAD:
+            R = _rot_z(yaw) @ X_WT[:3, :3]
+            pts = points_G @ R.T  # the object's points about the tool centre, world-aligned
+            if self.where == "inside":
+                footprint = np.array([np.ptp(pts @ interior.outward_W), np.ptp(pts @ interior.lateral_W)])
+                if not interior.fits(footprint, DRAWER_MARGIN_M):
+                    why = f"footprint {np.round(footprint, 3)} m does not fit the opening {np.round(interior.size_m, 3)} m"
+                    continue
+            centre_xy = 0.5 * (pts[:, :2].min(axis=0) + pts[:, :2].max(axis=0))
+            X_release = np.eye(4)
+            X_release[:3, :3] = R
+            X_release[:3, 3] = [target[0] - centre_xy[0], target[1] - centre_xy[1],
+                                surface_z + PLACE_DROP_M - pts[:, 2].min()]
+            X_above = _up(X_release, max(0.0, pass_z + ABOVE_RIM_M - surface_z - PLACE_DROP_M))
+            above = tools.ik.solve(obs.qpos, {tools.side: X_above}, initial_guesses=starts, base_keep_out=keep_out)
+            if not above.success:
+                why = f"above: {above.message}"
+                continue
+            # Lowering and retreating: the arm and the torso, the base where it stands.
+            release = tools.ik.solve(above.q, {tools.side: X_release}, fixed_joints=base[:3])
+            if not release.success:
+                why = f"release: {release.message}"
+                continue
+            retreat = None
+            for rise in (X_above[2, 3] - X_release[2, 3] + RETREAT_M, X_above[2, 3] - X_release[2, 3], RETREAT_M / 2):
+                X_retreat = _up(X_release, rise)
+                retreat = tools.ik.solve(release.q, {tools.side: X_retreat}, fixed_joints=base[:3])
+                if retreat.success:
+                    break
+            if not retreat.success:
+                why = f"retreat: {retreat.message}"
+                continue
+            q_raise, _ = _base_split(tools, obs.qpos, above.q)
+            goal = np.array([target[0], target[1], surface_z])
+            return "plan", (goal, above.q, X_above, release.q, X_release, retreat.q, X_retreat, q_raise, yaw)
+        return "fail", f"no placement at {np.round(target, 3)}: {why}"
+
+    def apply(self, result):
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        goal, q_above, X_above, q_release, X_release, q_retreat, X_retreat, q_raise, yaw = value
+        bb = self.bb
+        bb.place_goal_W, bb.q_above, bb.X_WG_above, bb.q_release, bb.X_WG_release = goal, q_above, X_above, q_release, X_release
+        bb.q_retreat, bb.X_WG_retreat, bb.q_raise = q_retreat, X_retreat, q_raise
+        self.feedback_message = f"object to {np.round(goal, 3)}, hand turned {math.degrees(yaw):.0f} deg"
+        return Status.SUCCESS
+
+
+# ----------------------------------------------------------------------------------------------------
+# Checks
+# ----------------------------------------------------------------------------------------------------
+class RecordHeldObject(Skill):
+    """After the grasp closed: the object's points (as last seen before the grasp) in the tool frame, for
+    placing it later. Always SUCCESS."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "target_at_grasp", "object"), writes=("held_points_G",))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        obj = self.bb.target_at_grasp or self.bb.object
+        X_WT = obs.X_WT[self.tools.side]
+        self.bb.held_points_G = (obj.points_W - X_WT[:3, 3]) @ X_WT[:3, :3]
+        self.feedback_message = f"{len(obj.points_W)} points, {np.round(np.ptp(self.bb.held_points_G, axis=0), 3)} m"
+        return Status.SUCCESS
+
+
+class ObjectInHand(Skill):
+    """Check, every tick of a move with the object held: the fingers still clamp it (not closed on each other,
+    not pried open) and its points (``object_mask``, when in view) keep their place relative to the tool
+    centre, in the hand's frame, within :data:`HELD_DRIFT_M`. RUNNING while it holds."""
+
+    def __init__(self, name, tools, object_mask: str = "object"):
+        super().__init__(name, tools, reads=("observation", "clamped_gap_m"))
+        self.object_mask = object_mask
+
+    def initialise(self):
+        self.offset_W, self.drift_steps = None, 0
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        gap = finger_gap_m(obs, self.tools)
+        if gap < FINGER_GAP_EMPTY_M:
+            return self.fail(f"object slipped out (gap {gap * 1000:.1f} mm)")
+        clamped = self.bb.clamped_gap_m
+        if clamped is not None and gap > clamped + FINGER_SPREAD_M:
+            return self.fail(f"fingers spread to {gap * 1000:.0f} mm (clamped at {clamped * 1000:.0f} mm)")
+        points = obs.points[_mask(obs, self.object_mask)]
+        self.feedback_message = f"gap {gap * 1000:.0f} mm"
+        if len(points) >= MIN_OBJECT_POINTS:
+            # In the hand's frame: the base turning while it carries turns the hand, and the offset with it.
+            X_WT = obs.X_WT[self.tools.side]
+            offset = X_WT[:3, :3].T @ (points.mean(axis=0) - X_WT[:3, 3])
+            if self.offset_W is None:
+                self.offset_W = offset
+            drift = float(np.linalg.norm(offset - self.offset_W))
+            self.drift_steps = self.drift_steps + 1 if drift > HELD_DRIFT_M else 0
+            self.feedback_message += f", points {100 * drift:.1f} cm off the hand"
+            if self.drift_steps >= HELD_DRIFT_STEPS:
+                return self.fail(f"object left the hand: its points {100 * drift:.1f} cm off where they were held")
+        return Status.RUNNING
+
+
+class Lifted(Skill):
+    """Check after the lift: the fingers still clamp something and the object's lowest seen point is
+    :data:`LIFTED_MIN_M` above what it rested on (when in view; else the hand's rise is trusted)."""
+
+    def __init__(self, name, tools, object_mask: str = "object"):
+        super().__init__(name, tools, reads=("observation", "support_z", "target_at_grasp"))
+        self.object_mask = object_mask
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        gap = finger_gap_m(obs, self.tools)
+        if gap < FINGER_GAP_EMPTY_M:
+            return self.fail(f"fingers closed on nothing after the lift (gap {gap * 1000:.1f} mm)")
+        points = obs.points[_mask(obs, self.object_mask)]
+        support = self.bb.support_z
+        if len(points) >= MIN_OBJECT_POINTS and support is not None:
+            clearance = float(points[:, 2].min() - support)
+            if clearance < LIFTED_MIN_M:
+                return self.fail(f"object still down: its lowest point {100 * clearance:.1f} cm above the support")
+            self.feedback_message = f"lowest point {100 * clearance:.1f} cm above the support"
+        else:
+            self.feedback_message = f"object not in view; fingers clamped at {gap * 1000:.0f} mm"
+        return Status.SUCCESS
+
+
+class Released(Skill):
+    """Check after opening: the fingers opened wider than they clamped (by :data:`RELEASED_GAP_M`)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "clamped_gap_m"), writes=("grasped",))
+
+    def update(self):
+        gap = finger_gap_m(self.bb.observation, self.tools)
+        clamped = self.bb.clamped_gap_m or 0.0
+        if gap < clamped + RELEASED_GAP_M:
+            return self.fail(f"fingers at {gap * 1000:.0f} mm, clamped at {clamped * 1000:.0f} mm: not open")
+        self.bb.grasped = False
+        self.feedback_message = f"open at {gap * 1000:.0f} mm"
+        return Status.SUCCESS
+
+
+class ObjectLeftBehind(Skill):
+    """Check after the retreat: the object's points (when in view) stayed where they were put, not with the
+    hand: their lowest point within 5 cm of the place surface."""
+
+    def __init__(self, name, tools, object_mask: str = "object"):
+        super().__init__(name, tools, reads=("observation", "place_goal_W"))
+        self.object_mask = object_mask
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        points = obs.points[_mask(obs, self.object_mask)]
+        goal = self.bb.place_goal_W
+        if len(points) < MIN_OBJECT_POINTS or goal is None:
+            self.feedback_message = "object not in view"
+            return Status.SUCCESS
+        low = float(points[:, 2].min() - goal[2])
+        horizontal = float(np.linalg.norm(points[:, :2].mean(axis=0) - goal[:2]))
+        if low > 0.05 or horizontal > 0.15:
+            return self.fail(f"object not where it was put: lowest point {100 * low:.1f} cm above the surface, "
+                             f"{100 * horizontal:.0f} cm aside")
+        self.feedback_message = f"object down, {100 * horizontal:.1f} cm from the goal"
+        return Status.SUCCESS

@@ -1,0 +1,207 @@
+"""Where a held object can be put down, estimated from point clouds: a table top (its plane and rectangle) and a
+free spot on it, an open drawer's interior (the box opening seen from above), and where the mobile base stands
+to reach a point on either.
+
+Every function runs on plain numpy arrays (world frame W, z up, metres) and raises :class:`PlaceTargetError`
+(a ``ValueError``) naming what is missing when the points cannot support an estimate: a behavior tree's node
+turns it into a visible failure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .point_cloud import as_points
+from .tabletop_objects import min_area_rectangle
+
+MIN_TABLE_POINTS = 30  # fewer table-top points than this: no plane
+TABLE_TOP_BAND_M = 0.015  # points this close below the highest dense layer are the top (a box table's sides are not)
+MIN_DRAWER_FLOOR_POINTS = 20  # fewer floor points: the drawer's inside is not seen (closed, or out of view)
+DRAWER_FRONT_DEPTH_M = 0.03  # the front panel's thickness and its reveal: points this close to the front are the front
+DRAWER_FLOOR_BAND_M = 0.012  # floor points lie this close above the lowest layer inside the box
+ABOVE_PLANE_M = 0.01  # points this far above the table's plane (within its rectangle) stand on it: obstacles
+
+
+class PlaceTargetError(ValueError):
+    """The points do not support the estimate (too few, none at all, the drawer closed)."""
+
+
+@dataclass(frozen=True)
+class TableTop:
+    """A horizontal support surface seen from its points: plane height ``height_z`` (m), unit ``normal_W``,
+    and its top's rectangle: centre (xy, m), axes (unit rows, xy) and half sizes (m) along them."""
+
+    center_W: np.ndarray  # [3]: rectangle centre on the plane
+    axes_W: np.ndarray  # [2, 2]
+    half_extent_m: np.ndarray  # [2]
+    height_z: float
+    normal_W: np.ndarray  # [3]
+
+    def local_xy(self, p_W: np.ndarray) -> np.ndarray:
+        """Coordinates (m) of world points' xy along the rectangle's axes, from its centre: [..., 2]."""
+        return (np.asarray(p_W, dtype=np.float64)[..., :2] - self.center_W[:2]) @ self.axes_W.T
+
+
+@dataclass(frozen=True)
+class DrawerInterior:
+    """The visible part of an open drawer's box: its floor rectangle (centre xy on the floor, axes ``outward``
+    (horizontal, out of the cabinet) and ``lateral``, sizes along them, m), the floor height and the rim
+    (the box walls' top) height (m)."""
+
+    center_W: np.ndarray  # [3], z = floor
+    outward_W: np.ndarray  # [3], horizontal unit
+    lateral_W: np.ndarray  # [3], horizontal unit
+    size_m: np.ndarray  # [2]: along outward, along lateral
+    floor_z: float
+    rim_z: float
+    front_W: np.ndarray  # [3]: the front panel's outer face at the centre's height line (xy), floor z
+
+    def fits(self, footprint_m: np.ndarray, margin_m: float = 0.01) -> bool:
+        """Whether a footprint (sizes along outward and lateral, m) fits inside with ``margin_m`` each side."""
+        return bool(np.all(np.asarray(footprint_m) + 2 * margin_m <= self.size_m))
+
+
+def estimate_table_top(table_points_W, band_m: float = TABLE_TOP_BAND_M,
+                       min_points: int = MIN_TABLE_POINTS) -> TableTop:
+    """The table top from the table's points: the highest dense layer (its 95th height percentile, minus
+    ``band_m``) is the top; a least-squares plane through it gives the normal, its median height the plane,
+    the smallest rectangle around its xy the top's outline (seen part: a partial view gives a smaller one)."""
+    p = as_points(table_points_W, "table_points_W")
+    if len(p) < min_points:
+        raise PlaceTargetError(f"table: {len(p)} points, need {min_points} to fit its top")
+    z_top = float(np.percentile(p[:, 2], 95))
+    top = p[p[:, 2] >= z_top - band_m]
+    if len(top) < min_points:
+        raise PlaceTargetError(f"table: {len(top)} points on its top, need {min_points}")
+    centroid = top.mean(axis=0)
+    _, _, vt = np.linalg.svd(top - centroid, full_matrices=False)
+    normal = vt[-1] if vt[-1][2] >= 0 else -vt[-1]
+    height = float(np.median(top[:, 2]))
+    centre_xy, axes, sides = min_area_rectangle(top[:, :2])
+    return TableTop(np.array([centre_xy[0], centre_xy[1], height]), axes, sides / 2, height, normal)
+
+
+def free_spot_on_table(top: TableTop, radius_m: float, obstacle_points_W=None, prefer_W=None,
+                       margin_m: float = 0.05, grid_m: float = 0.02) -> np.ndarray:
+    """A point on the table top (on its plane) where a footprint of ``radius_m`` (m) fits: at least
+    ``margin_m`` inside the top's edges and clear of every obstacle point standing on it (``obstacle_points_W``
+    [K, 3]: what is not the table, the robot or the held object, standing more than 1 cm above the plane over
+    the top), on a ``grid_m`` grid; the one nearest ``prefer_W`` ([3] or [2], e.g. where the robot stands;
+    default the top's centre). PlaceTargetError when the top has no such spot."""
+    room = top.half_extent_m - radius_m - margin_m
+    if np.any(room < 0):
+        raise PlaceTargetError(f"table top {np.round(2 * top.half_extent_m, 2)} m is too small for a footprint "
+                               f"{2 * radius_m:.2f} m across with {margin_m} m margins")
+    us = np.arange(-room[0], room[0] + 1e-9, grid_m) if room[0] > 0 else np.zeros(1)
+    vs = np.arange(-room[1], room[1] + 1e-9, grid_m) if room[1] > 0 else np.zeros(1)
+    uv = np.stack(np.meshgrid(us, vs, indexing="ij"), axis=-1).reshape(-1, 2)
+    free = np.ones(len(uv), dtype=bool)
+    if obstacle_points_W is not None:
+        obstacles = as_points(obstacle_points_W, "obstacle_points_W")
+        if len(obstacles):
+            local = top.local_xy(obstacles)
+            on_top = (obstacles[:, 2] > top.height_z + ABOVE_PLANE_M) & np.all(
+                np.abs(local) <= top.half_extent_m + radius_m, axis=1)
+            standing = local[on_top]
+            if len(standing):
+                d, _ = cKDTree(standing).query(uv)
+                free = d > radius_m + margin_m
+    if not free.any():
+        raise PlaceTargetError(f"no free spot {2 * radius_m:.2f} m across on the table top: it is covered")
+    target_xy = top.center_W[:2] if prefer_W is None else np.asarray(prefer_W, dtype=np.float64)[:2]
+    target_uv = (target_xy - top.center_W[:2]) @ top.axes_W.T
+    candidates = uv[free]
+    best = candidates[int(np.argmin(np.linalg.norm(candidates - target_uv, axis=1)))]
+    xy = top.center_W[:2] + best @ top.axes_W
+    return np.array([xy[0], xy[1], top.height_z])
+
+
+def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=None,
+                             front_depth_m: float = DRAWER_FRONT_DEPTH_M, floor_band_m: float = DRAWER_FLOOR_BAND_M,
+                             min_floor_points: int = MIN_DRAWER_FLOOR_POINTS) -> DrawerInterior:
+    """An open drawer's interior from the drawer part's points (its front panel, box walls and floor).
+
+    The outward direction (horizontal, out of the cabinet) is ``outward_W`` when given, else from the box's
+    centroid to the handle's (``handle_points_W``), snapped to the nearest side of the points' footprint
+    rectangle. The front panel is what lies within ``front_depth_m`` of
+    the outermost points; behind it, the lowest dense layer is the floor (within ``floor_band_m``), its extent
+    along outward and lateral the visible opening, and the 98th height percentile of the walls the rim.
+    PlaceTargetError: no direction, or too few floor points (a closed drawer shows its front only)."""
+    p = as_points(drawer_points_W, "drawer_points_W")
+    if len(p) < min_floor_points:
+        raise PlaceTargetError(f"drawer: {len(p)} points, need {min_floor_points} (not in view?)")
+    if outward_W is None:
+        if handle_points_W is None or len(handle_points_W) == 0:
+            raise PlaceTargetError("drawer: no outward direction and no handle points to find its front")
+        outward_W = np.asarray(handle_points_W, dtype=np.float64).mean(axis=0) - p.mean(axis=0)
+    rough = np.array([outward_W[0], outward_W[1]], dtype=np.float64)
+    if np.linalg.norm(rough) < 1e-6:
+        raise PlaceTargetError("drawer: the outward direction is vertical or zero")
+    # A rough direction (handle minus part centroids is off by degrees) snapped to the nearest side of the
+    # points' footprint rectangle: the box's sides, or a closed front's plane and its normal.
+    _, axes, _ = min_area_rectangle(p[:, :2])
+    k = int(np.argmax(np.abs(axes @ rough)))
+    snapped = axes[k] * np.sign(axes[k] @ rough)
+    out = np.array([snapped[0], snapped[1], 0.0])
+    lateral = np.array([-out[1], out[0], 0.0])
+    along = p @ out
+    front = float(along.max())
+    behind = p[along < front - front_depth_m]
+    if len(behind) < min_floor_points:
+        raise PlaceTargetError(f"drawer: {len(behind)} points behind its front, need {min_floor_points}: closed or "
+                               "seen from the front only")
+    z_floor = float(np.percentile(behind[:, 2], 5))
+    floor = behind[behind[:, 2] <= z_floor + floor_band_m]
+    if len(floor) < min_floor_points:
+        raise PlaceTargetError(f"drawer: {len(floor)} floor points, need {min_floor_points}")
+    a, b = floor @ out, floor @ lateral
+    # The walls stand on the floor's edges: the opening is the floor's extent (robust percentiles: stray points).
+    a_lo, a_hi = np.percentile(a, [2, 98])
+    b_lo, b_hi = np.percentile(b, [2, 98])
+    floor_z = float(np.median(floor[:, 2]))
+    walls = behind[behind[:, 2] > z_floor + floor_band_m]
+    rim_z = float(np.percentile(walls[:, 2], 98)) if len(walls) else z_floor
+    centre_xy = 0.5 * (a_lo + a_hi) * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
+    front_xy = front * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
+    return DrawerInterior(np.array([centre_xy[0], centre_xy[1], floor_z]), out, lateral,
+                          np.array([a_hi - a_lo, b_hi - b_lo]), floor_z, max(rim_z, floor_z),
+                          np.array([front_xy[0], front_xy[1], floor_z]))
+
+
+def standoff_base_xy_yaw(target_W, robot_xy, distance_m: float, top: TableTop | None = None,
+                         outward_W=None, clearance_m: float = 0.0) -> tuple[np.ndarray, float]:
+    """Where the mobile base stands to work at ``target_W`` ([3] or [2], m), facing it: (xy [2], yaw rad).
+
+    With ``outward_W`` (a drawer's), on that side, ``distance_m`` from the target. With a table top ``top``, off
+    the edge nearest the target (ties broken toward ``robot_xy``), ``clearance_m`` beyond the edge or
+    ``distance_m`` from the target, whichever is farther. Otherwise ``distance_m`` from the target toward
+    ``robot_xy``."""
+    t = np.asarray(target_W, dtype=np.float64)[:2]
+    r = np.asarray(robot_xy, dtype=np.float64)[:2]
+    if outward_W is not None:
+        d = np.asarray(outward_W, dtype=np.float64)[:2]
+        d = d / max(np.linalg.norm(d), 1e-9)
+        xy = t + distance_m * d
+    elif top is not None:
+        local = top.local_xy(t)
+        best = None
+        for k in range(2):
+            for sign in (1.0, -1.0):
+                edge = float(top.half_extent_m[k] - sign * local[k])  # from the target to that edge (m)
+                direction = sign * top.axes_W[k]
+                xy = t + max(edge + clearance_m, distance_m) * direction
+                cost = edge + 0.1 * float(np.linalg.norm(xy - r))
+                if best is None or cost < best[0]:
+                    best = (cost, xy)
+        xy = best[1]
+    else:
+        d = r - t
+        n = np.linalg.norm(d)
+        d = d / n if n > 1e-9 else np.array([1.0, 0.0])
+        xy = t + distance_m * d
+    facing = t - xy
+    return xy, math.atan2(facing[1], facing[0])

@@ -1,0 +1,230 @@
+"""The mobile robot's pick and place subtrees (issue 19): the place-target estimators on synthetic numpy points,
+the trees' construction and printing with their checks visible, and bad input (no object points, an empty
+cloud, a closed drawer) failing in a named node with a clear reason. Whole episodes:
+benchmarks/pick_place_skills.py (minutes each)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import py_trees
+import pytest
+
+import handleit.envs
+from handleit.behaviors.mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, PerceivePlaceRegion, PlaceRegionSeen
+from handleit.behaviors.mobile_pick_trees import create_pick_tree, create_place_tree
+from handleit.behaviors.pick_trees import PICK_BLACKBOARD
+from handleit.behaviors.tree_solver import TreeSolver
+from handleit.harness.sim_robot import robot_model_of
+from handleit.perception.place_targets import (
+    PlaceTargetError,
+    estimate_drawer_interior,
+    estimate_table_top,
+    free_spot_on_table,
+    standoff_base_xy_yaw,
+)
+from handleit.types import Observation
+
+RNG = np.random.default_rng(0)
+
+
+def _rot(yaw: float) -> np.ndarray:
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _box_face(lo, hi, n) -> np.ndarray:
+    return RNG.uniform(lo, hi, size=(n, 3))
+
+
+def _drawer_points(yaw: float, centre_xy, floor_z: float, open_: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """An open drawer in its own frame (x outward, y lateral): floor 0.40 x 0.50 m at ``floor_z``, walls 0.10 m
+    high, a front panel 0.02 m thick and 0.16 m tall at x = 0.20..0.22; then turned by ``yaw`` and moved.
+    Returns (drawer points, handle points), world."""
+    a, b, h = 0.20, 0.25, 0.10
+    parts = [_box_face([-a, -b, 0.0], [a, b, 0.0], 800),  # floor
+             _box_face([-a, -b, 0.0], [a, -b, h], 200), _box_face([-a, b, 0.0], [a, b, h], 200),  # sides
+             _box_face([-a, -b, 0.0], [-a, b, h], 200),  # back
+             _box_face([a + 0.02, -b - 0.01, -0.03], [a + 0.02, b + 0.01, 0.13], 400)]  # front panel's face
+    if not open_:
+        parts = parts[-1:]
+    p = np.vstack(parts)
+    handle = _box_face([a + 0.05, -0.05, 0.05], [a + 0.06, 0.05, 0.06], 40)
+    R = _rot(yaw)
+    shift = np.array([centre_xy[0], centre_xy[1], floor_z])
+    return p @ R.T + shift, handle @ R.T + shift
+
+
+def test_drawer_interior_from_synthetic_points():
+    yaw, centre, floor_z = 0.7, (1.2, -0.4), 0.31
+    drawer, handle = _drawer_points(yaw, centre, floor_z)
+    interior = estimate_drawer_interior(drawer, handle_points_W=handle)
+    assert np.allclose(interior.center_W[:2], centre, atol=0.015)
+    assert abs(interior.floor_z - floor_z) < 0.005 and abs(interior.rim_z - (floor_z + 0.10)) < 0.01
+    assert np.allclose(interior.size_m, [0.40, 0.50], atol=0.03)
+    assert abs(interior.outward_W @ np.array([math.cos(yaw), math.sin(yaw), 0.0]) - 1.0) < 1e-3
+    assert interior.fits(np.array([0.2, 0.3])) and not interior.fits(np.array([0.45, 0.1]))
+    # The same with the outward direction given instead of the handle.
+    given = estimate_drawer_interior(drawer, outward_W=[math.cos(yaw), math.sin(yaw), 0.3])
+    assert np.allclose(given.center_W, interior.center_W, atol=0.01)
+
+
+def test_drawer_interior_refuses_a_closed_drawer_and_empty_input():
+    front, handle = _drawer_points(0.0, (0.0, 0.0), 0.3, open_=False)
+    with pytest.raises(PlaceTargetError, match="behind its front"):
+        estimate_drawer_interior(front, handle_points_W=handle)
+    with pytest.raises(PlaceTargetError, match="0 points"):
+        estimate_drawer_interior(np.zeros((0, 3)), handle_points_W=handle)
+    with pytest.raises(PlaceTargetError, match="no outward direction"):
+        estimate_drawer_interior(_drawer_points(0.0, (0.0, 0.0), 0.3)[0])
+
+
+def _table_points(yaw: float, centre_xy, height: float, half=(0.5, 0.3)) -> np.ndarray:
+    top = _box_face([-half[0], -half[1], height], [half[0], half[1], height], 3000)
+    side = _box_face([half[0], -half[1], 0.0], [half[0], half[1], height], 1500)
+    p = np.vstack([top, side])
+    p[:, :2] = p[:, :2] @ _rot(yaw)[:2, :2].T + np.asarray(centre_xy)
+    return p
+
+
+def test_table_top_plane_and_a_free_spot_clear_of_what_stands_on_it():
+    yaw, centre, height = -0.4, (2.0, 1.0), 0.62
+    top = estimate_table_top(_table_points(yaw, centre, height))
+    assert abs(top.height_z - height) < 1e-6 and top.normal_W[2] > 0.999
+    assert np.allclose(top.center_W[:2], centre, atol=0.01)
+    assert np.allclose(np.sort(top.half_extent_m), [0.3, 0.5], atol=0.01)
+    # A box standing on the top, near the corner the robot is at: the spot keeps clear of it.
+    corner = np.asarray(centre) + _rot(yaw)[:2, :2] @ np.array([0.35, 0.15])
+    clutter = _box_face([corner[0] - 0.05, corner[1] - 0.05, height], [corner[0] + 0.05, corner[1] + 0.05, height + 0.1], 300)
+    prefer = np.array([corner[0], corner[1], 0.0])
+    spot = free_spot_on_table(top, 0.04, clutter, prefer_W=prefer)
+    assert abs(spot[2] - height) < 1e-9
+    assert np.min(np.linalg.norm(clutter[:, :2] - spot[:2], axis=1)) > 0.04 + 0.05 - 1e-9
+    assert np.all(np.abs(top.local_xy(spot)) <= top.half_extent_m - 0.04 - 0.05 + 1e-9)
+    assert np.linalg.norm(spot[:2] - corner) < 0.2  # the nearest free spot, not the far side
+    # Base stand-off off the nearest edge, facing the spot.
+    xy, heading = standoff_base_xy_yaw(spot, prefer[:2] + 2.0, 0.8, top=top, clearance_m=0.6)
+    assert np.all(np.abs(top.local_xy(np.array([*xy, 0.0]))) > 0) and np.max(
+        np.abs(top.local_xy(np.array([*xy, 0.0]))) - top.half_extent_m) >= 0.6 - 1e-9
+    facing = spot[:2] - xy
+    assert abs(math.remainder(heading - math.atan2(facing[1], facing[0]), 2 * math.pi)) < 1e-9
+
+
+def test_table_estimators_refuse_too_little():
+    with pytest.raises(PlaceTargetError, match="table: 0 points"):
+        estimate_table_top(np.zeros((0, 3)))
+    top = estimate_table_top(_table_points(0.0, (0.0, 0.0), 0.5, half=(0.12, 0.12)))
+    with pytest.raises(PlaceTargetError, match="too small"):
+        free_spot_on_table(top, 0.1)
+    covered = _box_face([-0.12, -0.12, 0.5], [0.12, 0.12, 0.6], 2000)
+    small = estimate_table_top(_table_points(0.0, (0.0, 0.0), 0.5, half=(0.3, 0.3)))
+    with pytest.raises(PlaceTargetError, match="covered"):
+        free_spot_on_table(small, 0.05, np.vstack([covered, covered * [2, 2, 1]]))
+
+
+# ------------------------------------------------------------------------------------------------ trees
+@pytest.fixture(scope="module")
+def model():
+    env = handleit.envs.make("TidyIntoDrawer", obs_mode="state")
+    yield robot_model_of(env)
+    env.close()
+
+
+def _solver(model, build):
+    return TreeSolver("TidyIntoDrawer", model, build, grasp_predictor="antipodal_6dof",
+                      blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD})
+
+
+def _empty_observation(model, prompts=None) -> Observation:
+    q = np.zeros(len(model.joint_names))
+    q[-2:] = 0.04  # fingers open
+    return Observation(time_s=0.0, points=np.zeros((0, 3), dtype=np.float32), colors=np.zeros((0, 3), dtype=np.uint8),
+                       masks={"robot": np.zeros(0, dtype=bool)}, frame="world", joint_names=model.joint_names,
+                       qpos=q, qvel=np.zeros_like(q), X_WB=np.eye(4), X_WT={"right": np.eye(4)},
+                       prompts_W=dict(prompts or {}))
+
+
+def test_trees_build_and_print_their_checks(model):
+    solver = _solver(model, lambda tools: py_trees.composites.Sequence("both", memory=True, children=[
+        create_pick_tree(tools), create_place_tree(tools, "inside"), create_place_tree(tools, "on")]))
+    solver.reset(_empty_observation(model))
+    text = solver.unicode_tree(show_status=False)
+    for node in ("perceive object", "drive to the object in time?", "object seen?", "plan grasp (whole-body IK)",
+                 "raise arm in time?", "drive to pregrasp in time?", "grasp in time?", "close gripper",
+                 "grasp closed on object?", "object in gripper?", "lifted?", "perceive place region",
+                 "carry to the drawer", "plan tuck (IK)", "tuck arm in time?", "drawer opening seen?", "plan placement (IK)", "carry over the drawer",
+                 "released?", "retreat in time?", "object left behind?", "carry to the table", "table top seen?"):
+        assert node in text, node
+    with pytest.raises(ValueError, match="'inside'"):
+        create_place_tree(solver.tools, "under")
+
+
+def test_no_object_points_and_an_empty_cloud_fail_in_a_named_node(model):
+    solver = _solver(model, create_pick_tree)
+    obs = _empty_observation(model)
+    solver.reset(obs)
+    for _ in range(3):
+        solver.step(obs)
+    assert any(r.startswith("drive to the object: object: neither seen nor prompted") for r in solver.tools.failures
+               + solver.tools.failure_reasons), solver.tools.failure_reasons
+    # Prompted but never seen: the drive ends at the stand-off, then "object seen?" fails, saying why.
+    solver = _solver(model, create_pick_tree)
+    obs = _empty_observation(model, {"object": np.array([1.3, 0.0, 0.6])})
+    obs = Observation(**{**obs.__dict__, "qpos": np.concatenate([[0.15, 0.0, 0.0], obs.qpos[3:]])})
+    solver.reset(obs)
+    for _ in range(105):  # "object seen?" waits a second (100 steps) for points
+        solver.step(obs)
+    assert any(r.startswith("object seen?: no object points") for r in solver.tools.failure_reasons), \
+        solver.tools.failure_reasons
+
+
+def test_a_closed_drawer_fails_the_place_in_its_check(model):
+    """Perception input to the place subtree's check node: the estimator's reason is the node's feedback."""
+    front, handle = _drawer_points(0.0, (1.0, 0.0), 0.3, open_=False)
+    points = np.vstack([front, handle]).astype(np.float32)
+    n_front = len(front)
+    masks = {"robot": np.zeros(len(points), dtype=bool), "target_link": np.arange(len(points)) < n_front,
+             "target_handle": np.arange(len(points)) >= n_front}
+    solver = _solver(model, lambda tools: py_trees.composites.Sequence("place check", memory=True, children=[
+        PerceivePlaceRegion("perceive place region", tools, "inside"), PlaceRegionSeen("drawer opening seen?", tools)]))
+    obs = _empty_observation(model)
+    obs = Observation(**{**obs.__dict__, "points": points, "colors": np.zeros((len(points), 3), dtype=np.uint8),
+                         "masks": masks})
+    solver.reset(obs)
+    solver.step(obs)
+    assert solver.tools.failure_reasons and solver.tools.failure_reasons[-1].startswith(
+        "drawer opening seen?: drawer:"), solver.tools.failure_reasons
+    assert "closed" in solver.tools.failure_reasons[-1]
+
+
+def test_sim_robot_hands_on_each_entitys_prompt():
+    from handleit.harness.sim_robot import SimRobot, _entity_prompts
+    from tests.helpers import make_env
+
+    extra = {"object_prompt_box": np.ones((2, 3)), "object_prompt_point": np.zeros(3),
+             "target_prompt_box": np.full((2, 3), 2.0), "table_prompt_box": np.full((2, 3), 3.0)}
+    assert set(_entity_prompts(extra, "box")) == {"object", "table"}  # the drawer's copy as target is no entity
+    assert set(_entity_prompts(extra, "point")) == {"object"} and _entity_prompts(extra, "none") == {}
+    env = make_env("TidyIntoDrawer", obs_mode="pointcloud")
+    obs = SimRobot(env, prompt="point").reset(seed=0)
+    assert set(obs.prompts_W) == {"drawer", "object", "table"}
+    assert np.allclose(obs.prompts_W["drawer"], obs.target_prompt_W)
+    assert obs.prompts_W["object"].shape == (3,)
+    env.close()
+
+
+def test_base_route_goes_around_the_table():
+    from handleit.planning.base_routes import route_around_rectangle, segment_hits_rectangle
+
+    centre, axes, half = np.array([0.0, 0.0]), np.eye(2), np.array([0.5, 0.3])
+    assert segment_hits_rectangle([-2, 0], [2, 0], centre, axes, half)
+    assert not segment_hits_rectangle([-2, 1], [2, 1], centre, axes, half)
+    assert len(route_around_rectangle([-2, 1], [2, 1], centre, axes, half, 0.5)) == 1  # clear: straight
+    route = route_around_rectangle([-2.0, 0.1], [2.0, 0.0], centre, axes, half, 0.5)
+    assert len(route) == 3 and np.allclose(route[-1], [2.0, 0.0])
+    legs = [np.array([-2.0, 0.1]), *route]
+    assert not any(segment_hits_rectangle(legs[i], legs[i + 1], centre, axes, half + 0.25) for i in range(len(route)))
+    # From the table's edge: straight out first.
+    route = route_around_rectangle([0.0, -0.5], [0.0, 2.0], centre, axes, half, 0.5)
+    assert np.allclose(route[0], [0.0, -0.82]) and np.allclose(route[-1], [0.0, 2.0])
