@@ -40,6 +40,11 @@ POINT_PROMPT_RADIUS_M = 0.3  # a point prompt must have candidate points within 
 BOX_PROMPT_MARGIN_M = 0.1  # a box prompt must have candidate points inside the box grown by this
 HANDLE_MIN_PROUD_M = 0.006  # handles stand 1-6 cm proud; the face's points scatter a few mm
 HANDLE_MAX_PROUD_M = 0.08
+# A handle along the face's top edge (a lip: a plate standing 3-4 cm proud) hides the face just below it from
+# cameras that look down on it, so the face seen ends under the lip and the lip lies above the face's bounds
+# (drawer-train-023: 0.3-1.9 cm above). Proud points up to this far above the face count as its handle; below
+# the face is the next drawer's lip, which is not taken.
+HANDLE_ABOVE_FACE_M = 0.03
 FRONT_THICKNESS_M = 0.025  # a door leaf's thickness (1.5-2 cm) with margin: its edge shows when it swings
 MAX_DRAWER_STEP_M = 0.05  # largest drawer motion between two updates (a pulled drawer moves ~1.5 cm/step)
 MAX_DOOR_STEP_RAD = 0.2  # largest door swing between two updates
@@ -453,7 +458,11 @@ class CabinetPartTracker:
             # The face, and once the drawer is out its sides and bottom between the cabinet's plane and the face.
             back = -self.plane_distance_m if self.displacement_m < MOVED_DRAWER_M else -self.drawer_depth_m
             part = lateral & (depth >= back) & (depth <= self.plane_distance_m)
-        proud = lateral & (depth > self.handle_min_proud_m) & (depth <= self.handle_max_proud_m)
+        handle_zone = lateral
+        if not self._door_posed():  # a drawer's lip along its top edge (HANDLE_ABOVE_FACE_M)
+            above = (uvs[:, 1] > v1) & (uvs[:, 1] <= v1 + HANDLE_ABOVE_FACE_M)
+            handle_zone = lateral | above & (uvs[:, 0] >= u0) & (uvs[:, 0] <= u1)
+        proud = handle_zone & (depth > self.handle_min_proud_m) & (depth <= self.handle_max_proud_m)
         if hint is not None:
             handle = hint.copy()
             moved = self.displacement_m >= MOVED_DRAWER_M or self.angle_rad >= MOVED_DOOR_RAD
@@ -488,7 +497,7 @@ class CabinetPartTracker:
         if moved and self._handle_box is not None:
             box = self._handle_box + np.array([[-0.03, 0.03], [-0.03, 0.03]])
         else:
-            box = self.front.bounds
+            box = self.front.bounds + (0.0 if self._door_posed() else np.array([[0.0, 0.0], [0.0, HANDLE_ABOVE_FACE_M]]))
         for k in range(labels.max(initial=-1) + 1):
             members = labels == k
             cu, cv = closed_uv[members].mean(axis=0)
