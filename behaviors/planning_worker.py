@@ -229,38 +229,32 @@ class PlanningWorker:
         if spec is None:
             raise ValueError(f"{node.name}: planning='process' needs Tools.spec (TreeSolver sets it)")
         data, _ = node_copy(node)
-        with self._lock:
-            job = ProcessJob(self, next(self._ids), node.name)
-            if self._closed or self._conn is None:
-                job._finish(error=PlanningWorkerDied(self.last_exit or "the planning worker is closed"))
-                return job
-            self._jobs[job.id] = job
-
-            def unpicklable(error: BaseException, job=job) -> None:
-                with self._lock:
-                    self._jobs.pop(job.id, None)
-                job._finish(error=TypeError(f"{node.name}: its snapshot cannot go to the planning worker: {error}"))
-
-            self._conn.send(("plan", job.id, spec, data, snapshot), on_error=unpicklable)
-        return job
+        return self._send(node.name, lambda job_id: ("plan", job_id, spec, data, snapshot), "the planning worker",
+                          f"{node.name}: its snapshot cannot go to the planning worker")
 
     def segment(self, key: tuple, spec: tuple, observation) -> ProcessJob:
         """Send ``observation`` to the segmenter ``key`` = (solver's id, reset count): built from ``spec`` = (name,
         target, model, kwargs) on first use, reset when the reset count changes, kept between clouds (trackers
         carry state). The result is :func:`~handleit.behaviors.segmentation.segment_cloud`'s."""
+        return self._send(f"segment {spec[0]}", lambda job_id: ("segment", job_id, key, spec, observation),
+                          "the segmentation worker", "the cloud cannot go to the segmentation worker")
+
+    def _send(self, name: str, message, worker: str, cannot: str) -> ProcessJob:
+        """A new job ``name``, its message (``message(job_id)``) sent; failed at once if the worker is closed,
+        failed with ``cannot: <error>`` if the message does not pickle."""
         with self._lock:
-            job = ProcessJob(self, next(self._ids), f"segment {spec[0]}")
+            job = ProcessJob(self, next(self._ids), name)
             if self._closed or self._conn is None:
-                job._finish(error=PlanningWorkerDied(self.last_exit or "the segmentation worker is closed"))
+                job._finish(error=PlanningWorkerDied(self.last_exit or f"{worker} is closed"))
                 return job
             self._jobs[job.id] = job
 
             def unpicklable(error: BaseException, job=job) -> None:
                 with self._lock:
                     self._jobs.pop(job.id, None)
-                job._finish(error=TypeError(f"the cloud cannot go to the segmentation worker: {error}"))
+                job._finish(error=TypeError(f"{cannot}: {error}"))
 
-            self._conn.send(("segment", job.id, key, spec, observation), on_error=unpicklable)
+            self._conn.send(message(job.id), on_error=unpicklable)
         return job
 
     def prepare_segmenter(self, key: tuple, spec: tuple, timeout_s: float = WARM_UP_TIMEOUT_S) -> None:
