@@ -22,18 +22,9 @@ from handleit.envs.markers import DEFAULT_MARKER_RGB, scene_render_shapes, shape
 from handleit.envs.object_generator import object_ids
 from handleit.envs.predicate_truth import CLOSED_MAX_M, OPEN_MIN_FRACTION
 from handleit.predicates import Predicate
-from tests.helpers import make_env, zero_action
+from tests.helpers import make_env, set_target_joint, zero_action
 
 SPHERE_PAIR = "drawer-train-000+object-train-002"  # a sphere 4.6 cm across: the gripper holds it any way round
-
-
-def _set_drawer(env, fraction: float) -> None:
-    base = env.unwrapped
-    lo, hi = base.target.q_range
-    qpos = base.cabinet.get_qpos().copy()
-    qpos[base.target.joint_index] = lo + fraction * (hi - lo)
-    base.cabinet.set_qpos(qpos)
-    base.cabinet.set_qvel(np.zeros_like(qpos))
 
 
 def _settle(env, steps: int = 30):
@@ -164,13 +155,13 @@ def test_ground_truth_follows_states_set_by_hand():
     env = make_env("TidyIntoDrawer")
     env.reset(seed=0)
     base = env.unwrapped
-    _set_drawer(env, 0.95)
+    set_target_joint(env, 0.95)
     truth = base.evaluate_predicates("Open(drawer) & Closed(drawer)")
     assert truth == {"Open(drawer)": True, "Closed(drawer)": False}
-    _set_drawer(env, 0.5)
+    set_target_joint(env, 0.5)
     assert base.evaluate_predicates("not Open(drawer) & not Closed(drawer)") == {"not Open(drawer)": True,
                                                                                   "not Closed(drawer)": True}
-    _set_drawer(env, 0.0)
+    set_target_joint(env, 0.0)
     assert base.evaluate_predicates("Closed(drawer)")["Closed(drawer)"]
 
     # The object teleported into the (closed) drawer's box: InsideOf, no longer OnTopOf the table.
@@ -199,10 +190,10 @@ def test_set_table_succeeds_with_the_object_on_the_table_and_the_drawer_closed()
     assert not info["success"]
     base = env.unwrapped
     base._place(base.X_WT(), 0.3, np.array([-0.03, -0.03, 0.002]))
-    _set_drawer(env, 0.6)
+    set_target_joint(env, 0.6)
     info = _settle(env)
     assert info["predicates"]["OnTopOf(object, table)"] and not info["success"]  # the drawer is open
-    _set_drawer(env, 0.0)
+    set_target_joint(env, 0.0)
     info = _settle(env)
     assert info["goal_predicates"] == {"OnTopOf(object, table)": True, "Closed(drawer)": True} and info["success"]
     # Sliding over the table at 0.5 m/s is not static.
