@@ -51,11 +51,12 @@ SAME_CAMERA_DEG = 50.0
 
 class CalibrateCameras(Skill):
     """Fits each camera's correction from its view of the robot and applies the ones found to every cloud.
-    Writes the corrected ``observation`` and ``camera_corrections`` (camera identity, an index into
-    ``cameras_B`` -> 4x4 in the base frame, or None for a camera found calibrated). Always SUCCESS."""
+    Writes the corrected ``observation``; ``corrections_B`` holds, per camera identity (an index into
+    ``cameras_B``), its correction (4x4 in the base frame), or None for a camera found calibrated. Always
+    SUCCESS."""
 
     def __init__(self, name: str, tools: Tools):
-        super().__init__(name, tools, reads=("observation", "tick"), writes=("observation", "camera_corrections"))
+        super().__init__(name, tools, reads=("observation", "tick"), writes=("observation",))
         # Each camera's centre and mean viewing direction in the base frame, as first seen: its identity.
         self.cameras_B: list[tuple[np.ndarray, np.ndarray]] = []
         self.corrections_B: dict[int, np.ndarray | None] = {}  # per camera: a correction, or None (none needed)
@@ -82,15 +83,20 @@ class CalibrateCameras(Skill):
         obs, cameras = snapshot
         return self._fit(obs, cameras)
 
-    def _camera_ids(self, obs: Observation) -> list[int]:
-        """For each of the observation's cameras, its identity (an index into ``cameras_B``)."""
+    def _camera_ids(self, obs: Observation) -> tuple[list[int], np.ndarray]:
+        """For each of the observation's cameras, its identity (an index into ``cameras_B``), and its number of
+        finite points. One pass over the cloud (every tick: it is on the tick's path)."""
         X_BW = np.linalg.inv(obs.X_WB)
+        origins_W = np.asarray(obs.sensor_origins, dtype=np.float64)
         finite = np.isfinite(obs.points).all(axis=1)
+        index, points = obs.sensor_index[finite], obs.points[finite]
+        counts = np.bincount(index, minlength=len(origins_W))[:len(origins_W)]
+        sums = np.stack([np.bincount(index, weights=points[:, k], minlength=len(origins_W))[:len(origins_W)]
+                         for k in range(3)], axis=1)
         ids = []
-        for c, origin_W in enumerate(np.asarray(obs.sensor_origins, dtype=np.float64)):
+        for c, origin_W in enumerate(origins_W):
             p_B = X_BW[:3, :3] @ origin_W + X_BW[:3, 3]
-            rays = obs.points[finite & (obs.sensor_index == c)] - origin_W
-            look_W = rays.mean(axis=0) if len(rays) else np.zeros(3)
+            look_W = sums[c] / counts[c] - origin_W if counts[c] else np.zeros(3)  # the mean ray of its points
             look_B = X_BW[:3, :3] @ look_W / max(float(np.linalg.norm(look_W)), 1e-9)
             angles = [np.degrees(np.arccos(np.clip(look_B @ d, -1.0, 1.0))) if np.linalg.norm(q - p_B) < SAME_CAMERA_M
                       else np.inf for q, d in self.cameras_B]
@@ -99,7 +105,7 @@ class CalibrateCameras(Skill):
             else:
                 self.cameras_B.append((p_B, look_B))
                 ids.append(len(self.cameras_B) - 1)
-        return ids
+        return ids, counts
 
     def _fit(self, obs: Observation, cameras: dict[int, int]) -> dict[int, tuple[CameraCorrection | None, np.ndarray]]:
         """``cameras``: identity -> index in this observation."""
@@ -137,11 +143,11 @@ class CalibrateCameras(Skill):
                 self._take(job.result())
             except Exception as error:  # a fit that raised leaves the cameras as they were, and says why
                 self.feedback_message = f"calibration failed: {error}"
-        ids = self._camera_ids(obs)
+        ids, counts = self._camera_ids(obs)
         pending = {cid: c for c, cid in enumerate(ids)
                    if cid not in self.corrections_B and self.tries.get(cid, 0) < MAX_TRIES}
         if pending and self._job is None and self.bb.tick % RETRY_EVERY_TICKS == 0:
-            cameras = {cid: c for cid, c in pending.items() if np.any(obs.sensor_index == c)}
+            cameras = {cid: c for cid, c in pending.items() if counts[c]}
             if cameras:
                 if self.tools.realtime and getattr(self.tools, "planning", "thread") == "process":
                     self._job = planning_worker().submit(self, (obs, cameras))
@@ -154,7 +160,6 @@ class CalibrateCameras(Skill):
                     except ValueError as error:  # a cloud the fit cannot use: the cameras stay as they were
                         self.feedback_message = f"calibration failed: {error}"
                         self.tries.update({c: self.tries.get(c, 0) + 1 for c in cameras})
-        self.bb.camera_corrections = dict(self.corrections_B)
         active = {c: self.corrections_B[cid] for c, cid in enumerate(ids) if self.corrections_B.get(cid) is not None}
         self.feedback_message = "; ".join(f"camera {c}: {n}" for c, n in sorted(self.notes.items())) or "fitting"
         if not active:
