@@ -24,7 +24,7 @@ from tempfile import TemporaryDirectory
 
 from handleit.harness.evaluation import _EpisodeRunner, episode_specs, run_episodes
 from handleit.harness.executor import InProcess, LocalProcesses, RayCluster, close_backend
-from handleit.harness.ray_loopback import LoopbackCluster
+from handleit.harness.ray_loopback import SINGLE_MACHINE_ENV, LoopbackCluster
 
 
 def _row(name: str, workers: int, wall_s: float, records) -> dict:
@@ -102,6 +102,7 @@ def main(argv=None) -> int:
     parser.add_argument("--noop-jobs", type=int, default=0,
                         help="instead of episodes: this many no-op jobs per back end (the executor's own cost)")
     args = parser.parse_args(argv)
+    os.environ.update(SINGLE_MACHINE_ENV)  # this process is a driver of the loopback cluster (127.0.0.1)
     if args.noop_jobs:
         with LoopbackCluster(nodes=2, cpus_per_node=1) as cluster:
             rows = noop_overheads(args.noop_jobs, cluster.address)

@@ -1,12 +1,22 @@
 """A Ray cluster of several nodes on one machine, on loopback only: for the executor's tests and benchmark.
 
-Ray rewrites ``127.0.0.1`` and ``localhost`` to the machine's network address (shared/SETUP-NOTES.md, "Ray"), so
-every node here gets an address of its own in 127.0.0.0/8 other than 127.0.0.1 (the head 127.0.0.2, the next
-127.0.0.3, ...), and every port Ray would otherwise pick by default (the GCS, the client server, the agents',
-the workers') is chosen free, so that two clusters on one machine do not clash. Each node is a ``ray start
---block`` process in a session of its own, with its own ``--temp-dir``: :meth:`kill_node` kills one node and
-everything it started (a lost machine), :meth:`stop` every node, even when a test failed.
-Not ``ray stop``: that stops every Ray node of the machine, other people's too.
+Every node is on 127.0.0.1, because that is the one address for which Ray 2.60's servers (the GCS, the raylets,
+the agents) listen on loopback only: for any other node address, 127.0.0.2 included, they listen on the wildcard
+address (``0.0.0.0`` / ``::``), reachable from the network. Two obstacles, each met here:
+
+- Ray rewrites ``127.0.0.1`` and ``localhost`` to the machine's network address (``resolve_ip_for_localhost``,
+  shared/SETUP-NOTES.md, "Ray"). A node is therefore started by this module's ``main`` (``python -m
+  handleit.harness.ray_loopback start ...``): Ray's own ``ray start`` with that one function made to keep a
+  loopback address as given.
+- A driver keeps 127.0.0.1 when ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is in its environment (Ray then takes
+  the machine for a cluster of its own and uses the loopback address as its node address): see
+  :meth:`LoopbackCluster.driver_env`. A driver that lacks it reaches for the network address instead.
+
+Every port Ray would otherwise pick by default (the GCS, the client server, the agents', the workers') is chosen
+free, so that two clusters on one machine do not clash. Each node is a ``ray start --block`` process in a session
+of its own, with its own ``--temp-dir``: :meth:`LoopbackCluster.kill_node` kills one node and everything it
+started (a lost machine), :meth:`LoopbackCluster.stop` every node, even when a test failed. Not ``ray stop``: that
+stops every Ray node of the machine, other people's too.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HEAD_IP = "127.0.0.2"
+HEAD_IP = "127.0.0.1"
+# Set in a driver's environment before Ray is imported: the driver keeps 127.0.0.1 as its own address.
+SINGLE_MACHINE_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 # A lost node is declared dead after period x threshold (Ray's defaults: 3 s x 5); shorter for tests.
 FAST_FAILURE_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
 _PORTS_PER_NODE = 8  # GCS or node manager, object manager, client server, metrics, 3 agents' ports, spare
@@ -41,14 +53,13 @@ def _free(port: int, host: str = HEAD_IP) -> bool:
 
 @dataclass
 class LoopbackCluster:
-    """``nodes`` Ray nodes of ``cpus_per_node`` CPUs each on 127.0.0.2, 127.0.0.3, ...; a context manager."""
+    """``nodes`` Ray nodes of ``cpus_per_node`` CPUs each, all on 127.0.0.1; a context manager."""
 
     nodes: int = 2
     cpus_per_node: int = 1
     env: dict[str, str] = field(default_factory=lambda: dict(FAST_FAILURE_DETECTION))
     start_timeout_s: float = 120.0
     procs: list[subprocess.Popen] = field(default_factory=list, init=False)
-    ips: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self):
         self.root = Path(tempfile.mkdtemp(prefix="rl", dir="/tmp"))  # short: Ray's unix socket paths are limited
@@ -66,7 +77,7 @@ class LoopbackCluster:
         raise RuntimeError("no free port range for a loopback Ray cluster")
 
     def _node_args(self, i: int) -> list[str]:
-        ip = f"127.0.0.{2 + i}"
+        ip = HEAD_IP
         p = self.base_port + i * (_PORTS_PER_NODE + _WORKER_PORTS)
         workers = p + _PORTS_PER_NODE
         args = ["--num-cpus", str(self.cpus_per_node), "--node-ip-address", ip, "--disable-usage-stats",
@@ -79,25 +90,32 @@ class LoopbackCluster:
                     "false", *args]
         return ["--address", self.address, "--node-manager-port", str(p), *args]
 
-    def start(self) -> LoopbackCluster:
-        ray_cli = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
-        env = {**os.environ, **self.env, "RAY_USAGE_STATS_ENABLED": "0"}
+    def driver_env(self) -> dict[str, str]:
+        """The environment for a driver process of this cluster (see the module's docstring)."""
+        env = {**os.environ, **SINGLE_MACHINE_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
         env.pop("RAY_ADDRESS", None)
+        return env
+
+    def start(self) -> LoopbackCluster:
+        env = {**os.environ, **self.env, "RAY_USAGE_STATS_ENABLED": "0"}
+        for name in ("RAY_ADDRESS", *SINGLE_MACHINE_ENV):  # a node joining a cluster refuses the latter
+            env.pop(name, None)
         try:
             for i in range(self.nodes):
                 log = (self.root / f"node{i}.log").open("w")
-                self.procs.append(subprocess.Popen([ray_cli, "start", *self._node_args(i)], stdout=log,
+                self.procs.append(subprocess.Popen([sys.executable, "-m", __name__, "start", *self._node_args(i)],
+                                                   stdout=log,
                                                    stderr=subprocess.STDOUT, env=env, start_new_session=True))
-                self.ips.append(f"127.0.0.{2 + i}")
                 self._wait_for_nodes(i + 1)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def alive_node_ips(self) -> list[str]:
+    def alive_nodes(self) -> list[str]:
+        """``IP:node-manager-port`` of each node that Ray itself reports alive."""
         out = subprocess.run([sys.executable, "-c", _LIST_NODES, self.address], capture_output=True, text=True,
-                             timeout=60, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+                             timeout=60, env=self.driver_env())
         return out.stdout.split() if out.returncode == 0 else []
 
     def _wait_for_nodes(self, n: int) -> None:
@@ -106,7 +124,7 @@ class LoopbackCluster:
             dead = [p for p in self.procs if p.poll() is not None]
             if dead:
                 raise RuntimeError(f"a Ray node exited while starting (see {self.root}/node*.log):\n" + self.log_tail())
-            if _free(self.gcs_port) is False and len(self.alive_node_ips()) >= n:
+            if _free(self.gcs_port) is False and len(self.alive_nodes()) >= n:
                 return
             time.sleep(1.0)
         raise RuntimeError(f"{n} Ray node(s) did not come up in {self.start_timeout_s:.0f} s:\n" + self.log_tail())
@@ -184,12 +202,22 @@ _LIST_NODES = """
 import sys, ray
 ray.init(address=sys.argv[1], _node_ip_address=sys.argv[1].rsplit(":", 1)[0], log_to_driver=False,
          logging_level="ERROR")
-print(" ".join(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]))
+print(" ".join(f'{n["NodeManagerAddress"]}:{n["NodeManagerPort"]}' for n in ray.nodes() if n["Alive"]))
 """
 
 
 def listening_addresses(pids: list[int]) -> set[tuple[str, int]]:
     """The (address, port) on which the given processes listen for TCP connections (from /proc)."""
+    return {local for state, local, _ in _tcp_sockets(pids) if state == "0A"}  # 0A: LISTEN
+
+
+def connected_addresses(pids: list[int]) -> set[tuple[tuple[str, int], tuple[str, int]]]:
+    """The (local, remote) (address, port) pairs of the given processes' established TCP connections."""
+    return {(local, remote) for state, local, remote in _tcp_sockets(pids) if state == "01"}  # 01: ESTABLISHED
+
+
+def _tcp_sockets(pids: list[int]) -> list[tuple[str, tuple[str, int], tuple[str, int]]]:
+    """(state, local, remote) of every TCP socket the given processes hold, from /proc/net/tcp{,6}."""
     inodes = set()
     for pid in pids:
         try:
@@ -202,7 +230,7 @@ def listening_addresses(pids: list[int]) -> set[tuple[str, int]]:
                     inodes.add(target[8:-1])
         except OSError:
             continue
-    found = set()
+    found = []
     for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
         try:
             rows = Path(table).read_text().splitlines()[1:]
@@ -210,11 +238,14 @@ def listening_addresses(pids: list[int]) -> set[tuple[str, int]]:
             continue
         for row in rows:
             cols = row.split()
-            if cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
-                continue
-            hex_ip, hex_port = cols[1].split(":")
-            found.add((_ip_of_hex(hex_ip, width), int(hex_port, 16)))
+            if cols[9] in inodes:
+                found.append((cols[3], _endpoint(cols[1], width), _endpoint(cols[2], width)))
     return found
+
+
+def _endpoint(hex_endpoint: str, width: int) -> tuple[str, int]:
+    hex_ip, hex_port = hex_endpoint.split(":")
+    return _ip_of_hex(hex_ip, width), int(hex_port, 16)
 
 
 def _ip_of_hex(hex_ip: str, width: int) -> str:
@@ -223,3 +254,25 @@ def _ip_of_hex(hex_ip: str, width: int) -> str:
         return socket.inet_ntop(socket.AF_INET, raw[::-1])
     words = b"".join(raw[k:k + 4][::-1] for k in range(0, 16, 4))
     return socket.inet_ntop(socket.AF_INET6, words)
+
+
+def _keep_loopback(host: str) -> str:
+    """Ray's ``resolve_ip_for_localhost`` for a loopback node: a loopback address is kept as given, anything
+    else is refused (a node of this cluster has no other address)."""
+    if host != HEAD_IP:
+        raise ValueError(f"a loopback cluster's node address must be {HEAD_IP}, got {host!r}")
+    return host
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m handleit.harness.ray_loopback start ARGS``: Ray's own ``ray start ARGS`` for a node on
+    127.0.0.1 (see the module's docstring)."""
+    import ray._private.services as ray_services  # lazy: ray (an optional cluster back end, ~1 s to import)
+    from ray.scripts.scripts import cli as ray_cli  # lazy: ray (an optional cluster back end, ~1 s to import)
+
+    ray_services.resolve_ip_for_localhost = _keep_loopback
+    return ray_cli.main(args=sys.argv[1:] if argv is None else argv, prog_name="ray", standalone_mode=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,14 +1,18 @@
 """The episode executor on a real Ray cluster: two nodes on this machine, on loopback, started and stopped here.
 
-The cluster (``handleit.harness.ray_loopback.LoopbackCluster``): a head on 127.0.0.2 and a second node on
-127.0.0.3, one CPU each, free ports, each node in a session of its own; the fixture stops every node when the
-module ends, whatever happened. The evaluation runs through the command line (``handleit eval --ray
-127.0.0.2:PORT``), as a user runs it: the second node is killed while it runs an episode (SIGKILL to every
+The cluster (``handleit.harness.ray_loopback.LoopbackCluster``): a head and a second node, both on 127.0.0.1 (the
+one node address for which Ray's servers listen on loopback only), one CPU each, free ports, each node in a
+session of its own; the fixture stops every node when the module ends, whatever happened. Every socket of the
+cluster and the driver is checked to listen and connect on loopback only. The evaluation runs through the command
+line (``handleit eval --ray 127.0.0.1:PORT``), as a user runs it: the second node is killed while it runs an episode (SIGKILL to every
 process of its session: a lost machine), then the driver itself, and ``--resume`` finishes the run. The records
 must hold every episode exactly once, with the success and steps that the local back end gives on the same seeds.
 
 Default run: 10 short PickCube episodes (2.5-4 minutes with the cluster's start and the local run, on a busy
 2-core machine). ``-m slow``: a longer run, and a crashing and a hanging solver on the cluster.
+
+This process is a driver too (the slow tests): it gets the loopback cluster's driver environment before Ray is
+first imported, at collection.
 """
 
 from __future__ import annotations
@@ -23,27 +27,31 @@ from pathlib import Path
 
 import pytest
 
-from handleit.harness.evaluation import episode_specs, read_records_file, run_episodes
+from handleit.harness.evaluation import EpisodeRecord, episode_specs, read_records_file, run_episodes
 from handleit.harness.executor import ExecutorError, RayCluster, close_backend
-from handleit.harness.ray_loopback import LoopbackCluster, listening_addresses
+from handleit.harness.ray_loopback import (HEAD_IP, SINGLE_MACHINE_ENV, LoopbackCluster, connected_addresses,
+                                           listening_addresses)
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.update(SINGLE_MACHINE_ENV)
 
 
 @pytest.fixture(scope="module")
 def cluster():
+    constants = sys.modules.get("ray._private.ray_constants")  # Ray imported before this module set the environment
+    assert constants is None or not constants.ENABLE_RAY_CLUSTER, "Ray read its settings before the driver's were set"
     with LoopbackCluster(nodes=2, cpus_per_node=1) as c:  # stopped on exit, on failure too
         yield c
     assert not c.pids(), "Ray processes outlived the cluster's stop"
 
 
-def _eval(address: str, out: Path, episodes: int, max_steps: int, *extra: str) -> subprocess.Popen:
+def _eval(cluster: LoopbackCluster, out: Path, episodes: int, max_steps: int, *extra: str) -> subprocess.Popen:
     log = (out.parent / f"{out.name}-driver-{time.time_ns()}.log").open("w")
     return subprocess.Popen(
         [sys.executable, "-m", "handleit.harness.cli", "eval", "--task", "PickCube", "--split", "train",
-         "--episodes", str(episodes), "--solver", "bt", "--max-steps", str(max_steps), "--ray", address,
+         "--episodes", str(episodes), "--solver", "bt", "--max-steps", str(max_steps), "--ray", cluster.address,
          "--out", str(out), "--episode-timeout", "300", *extra],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=cluster.driver_env())
 
 
 def _lines(path: Path) -> int:
@@ -65,15 +73,23 @@ def _driver_log(out: Path) -> str:
 
 
 def _assert_loopback_only(pids: list[int]) -> set[tuple[str, int]]:
-    """No process listens on a specific address that is not loopback (Ray 2.60's own servers listen on the
-    wildcard address: ``0.0.0.0`` / ``::``; they are reported by the test's caller, see docs/benchmarks.md)."""
+    """Every socket on which these processes listen is bound to a loopback address (not the wildcard), and every
+    connection they hold runs between loopback addresses."""
     found = listening_addresses(pids)
     assert found, "no listening socket found: the check read nothing"
     for address, port in found:
-        ip = ipaddress.ip_address(address)
-        ip = ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
-        assert ip.is_loopback or ip.is_unspecified, f"{address}:{port} is neither loopback nor the wildcard"
+        assert _loopback(address), f"a Ray process listens on {address}:{port}, not on loopback"
+    connections = connected_addresses(pids)
+    assert connections, "no connection found: the check read nothing"
+    for (local, _), (remote, remote_port) in connections:
+        assert _loopback(local) and _loopback(remote), f"a Ray process is connected to {remote}:{remote_port}"
     return found
+
+
+def _loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    ip = ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
+    return ip.is_loopback
 
 
 def _check_exactly_once_and_like_local(records_path: Path, specs, tmp_path: Path) -> None:
@@ -89,20 +105,16 @@ def _check_exactly_once_and_like_local(records_path: Path, specs, tmp_path: Path
 
 
 def _key(record: dict) -> tuple:
-    return (record["task"], record["split"], record["solver"], record["max_steps"], record["seed"],
-            record["model_id"], record["segmenter"], record["perturb"])
+    return EpisodeRecord(**record).key
 
 
-# Behind the slow marker: Ray 2.60's own servers (GCS, raylets, agents) listen on the wildcard address, not on the
-# loopback addresses the cluster is given and advertises, and this project's default tests start only servers that
-# listen on loopback. Run it with `pytest -m slow tests/test_ray_executor.py` where that is acceptable.
-@pytest.mark.slow
 def test_an_evaluation_survives_a_lost_node_and_a_killed_driver(cluster, tmp_path):
     episodes, max_steps = 10, 150
     out = tmp_path / "ray"
     records = out / "records.jsonl"
-    assert sorted(cluster.alive_node_ips()) == ["127.0.0.2", "127.0.0.3"]  # what Ray itself reports
-    first = _eval(cluster.address, out, episodes, max_steps)
+    nodes = cluster.alive_nodes()  # what Ray itself reports
+    assert len(set(nodes)) == 2 and all(n.startswith(f"{HEAD_IP}:") for n in nodes), nodes
+    first = _eval(cluster, out, episodes, max_steps)
     try:
         _wait(lambda: _lines(records) >= 1, 300, "the first record", first)
         assert "on 2 Ray actors (1 CPU each) on 2 nodes" in _driver_log(out)
@@ -122,7 +134,7 @@ def test_an_evaluation_survives_a_lost_node_and_a_killed_driver(cluster, tmp_pat
     done_before = _lines(records)
     assert done_before < episodes, "the run ended before the driver could be killed: nothing was resumed"
 
-    second = _eval(cluster.address, out, episodes, max_steps, "--resume")
+    second = _eval(cluster, out, episodes, max_steps, "--resume")
     assert second.wait(timeout=600) == 0, _driver_log(out)[-3000:]
     assert "on 1 Ray actor (1 CPU each) on 1 node" in _driver_log(out)  # the lost node is gone for good
     _check_exactly_once_and_like_local(records, episode_specs("PickCube", "train", episodes, "bt", max_steps),
@@ -168,7 +180,7 @@ def test_a_longer_run_across_two_nodes_loses_a_node_and_records_every_episode_on
     episodes, max_steps = 40, 200
     with LoopbackCluster(nodes=2, cpus_per_node=1) as c:
         out = tmp_path / "ray"
-        driver = _eval(c.address, out, episodes, max_steps)
+        driver = _eval(c, out, episodes, max_steps)
         try:
             _wait(lambda: _lines(out / "records.jsonl") >= episodes // 2, 1800, "half the records", driver)
             c.kill_node(1)
