@@ -19,7 +19,8 @@ import numpy as np
 CLOSED_MAX_M = 0.01
 # Open(drawer): opened to at least 90% of the joint's range, OpenCabinetDrawer's success (ManiSkill1's
 # challenge, Let's Handle It (arXiv 2202.11792) Sec. 2.1), so that the cabinet tree solves the goal Open(drawer)
-# as it solves that task. A drawer between the two is ajar: neither Open nor Closed (Habitat 2.0's "drawer opened only partly").
+# as it solves that task. A drawer between the two is ajar: neither Open nor Closed (Habitat 2.0's "drawer
+# opened only partly").
 OPEN_MIN_FRACTION = 0.9
 # PhysX keeps joint positions in float32: a drawer set to exactly 0.9 of its range may read 0.9 less 1e-7.
 FLOAT32_SLACK = 1e-6
