@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
+import tempfile
 import time
 import traceback
 from collections import Counter, defaultdict
@@ -109,11 +111,18 @@ class EpisodeRecord:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     segmenter: str = "simulator"
     perturb: str = ""
+    # The episode's video (mp4 bytes) on its way from the worker, wherever it ran, to the driver, which writes it
+    # to the spec's video path; never written into the records file.
+    video_mp4: bytes | None = field(default=None, repr=False)
 
     @property
     def key(self) -> tuple:
         return (self.task, self.split, self.solver, self.max_steps, self.seed, self.model_id, self.segmenter,
                 self.perturb, _target_key(self.split, self.target_link))
+
+    def to_json(self) -> str:
+        """The record's line in the records file (without the video)."""
+        return json.dumps({k: v for k, v in asdict(self).items() if k != "video_mp4"})
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -201,13 +210,28 @@ class _EpisodeRunner:
             record.failed_node = record.failed_node or "error"
         record.wall_time_s = time.perf_counter() - start
         if frames and robot is not None:
-            _save_video(frames, spec.video_path, fps=int(round(1.0 / (robot.model.control_dt_s * 2))))
+            record.video_mp4 = _encode_video(frames, fps=int(round(1.0 / (robot.model.control_dt_s * 2))))
         return record
 
 
-def _save_video(frames, path: str, fps: int) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(path, frames[::2], fps=max(fps, 1), macro_block_size=1)
+def _encode_video(frames, fps: int) -> bytes:
+    """Every other frame as mp4 bytes (encoded where the episode ran; the driver writes the file)."""
+    with tempfile.TemporaryDirectory(prefix="handleit-video-") as tmp:
+        path = Path(tmp) / "episode.mp4"
+        imageio.mimwrite(path, frames[::2], fps=max(fps, 1), macro_block_size=1)
+        return path.read_bytes()
+
+
+def _write_video(spec: EpisodeSpec, record: EpisodeRecord) -> None:
+    """The driver's side: the video that came back with the record, written to the spec's path."""
+    if record.video_mp4 is None or not spec.video_path:
+        return
+    path = Path(spec.video_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(record.video_mp4)
+    os.replace(tmp, path)
+    record.video_mp4 = None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -293,7 +317,8 @@ def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int | No
         with records_path.open("a") as out:
 
             def record(spec: EpisodeSpec, rec: EpisodeRecord) -> None:
-                out.write(json.dumps(asdict(rec)) + "\n")
+                _write_video(spec, rec)
+                out.write(rec.to_json() + "\n")
                 out.flush()
                 results.append(rec)
                 if bar is not None:

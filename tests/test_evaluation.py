@@ -47,6 +47,19 @@ def test_bad_episodes_are_recorded_and_the_run_goes_on(tmp_path):
     assert len(lines) == 5 and {json.loads(line)["seed"] for line in lines} == {0, 1, 10, 20, 30}
 
 
+def test_videos_come_back_to_the_driver_and_stay_out_of_the_records(tmp_path):
+    """The worker encodes the episode's video and sends it back with the record (on a cluster the worker is on
+    another machine); the driver writes it to the spec's path, and the records file holds no video."""
+    specs = episode_specs("PickCube", "train", 2, "idle", 4, video_episodes=(0,), video_dir=tmp_path / "videos")
+    path = tmp_path / "records.jsonl"
+    records = run_episodes(specs, path, workers=1, progress=False)
+    assert all(r.error is None and r.video_mp4 is None for r in records)
+    videos = sorted((tmp_path / "videos").iterdir())
+    assert [v.name for v in videos] == [Path(specs[0].video_path).name]
+    assert videos[0].read_bytes()[4:8] == b"ftyp"  # an mp4 file
+    assert all("video_mp4" not in json.loads(line) for line in path.read_text().splitlines())
+
+
 def test_resume_skips_recorded_episodes(tmp_path):
     path = tmp_path / "records.jsonl"
     specs = _specs("idle", 3)

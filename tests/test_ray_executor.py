@@ -114,7 +114,7 @@ def test_an_evaluation_survives_a_lost_node_and_a_killed_driver(cluster, tmp_pat
     records = out / "records.jsonl"
     nodes = cluster.alive_nodes()  # what Ray itself reports
     assert len(set(nodes)) == 2 and all(n.startswith(f"{HEAD_IP}:") for n in nodes), nodes
-    first = _eval(cluster, out, episodes, max_steps)
+    first = _eval(cluster, out, episodes, max_steps, "--video", "1")
     try:
         _wait(lambda: _lines(records) >= 1, 300, "the first record", first)
         assert "on 2 Ray actors (1 CPU each) on 2 nodes" in _driver_log(out)
@@ -134,9 +134,11 @@ def test_an_evaluation_survives_a_lost_node_and_a_killed_driver(cluster, tmp_pat
     done_before = _lines(records)
     assert done_before < episodes, "the run ended before the driver could be killed: nothing was resumed"
 
-    second = _eval(cluster, out, episodes, max_steps, "--resume")
+    second = _eval(cluster, out, episodes, max_steps, "--video", "1", "--resume")
     assert second.wait(timeout=600) == 0, _driver_log(out)[-3000:]
     assert "on 1 Ray actor (1 CPU each) on 1 node" in _driver_log(out)  # the lost node is gone for good
+    videos = list((out / "videos").glob("*.mp4"))  # episode 0's, written by the driver whichever node ran it
+    assert len(videos) == 1 and videos[0].read_bytes()[4:8] == b"ftyp", videos
     _check_exactly_once_and_like_local(records, episode_specs("PickCube", "train", episodes, "bt", max_steps),
                                        tmp_path)
 
