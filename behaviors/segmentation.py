@@ -14,7 +14,8 @@ from handleit.types import Observation
 def segment_cloud(segmenter, obs: Observation) -> tuple[np.ndarray | None, dict[str, np.ndarray], str | None]:
     """``(finite, masks, error)``: the points kept (a bool mask over ``obs.points``; None when all are finite),
     the segmenter's masks over the kept points, and the SegmentationError's message (None when it found the
-    target; the masks are then all empty). Other exceptions propagate."""
+    target; the masks are then those the error carries, the robot's for example, and empty otherwise). Other
+    exceptions propagate."""
     finite = np.isfinite(obs.points).all(axis=1) if len(obs.points) else np.zeros(0, dtype=bool)
     keep = None if finite.all() else finite
     if keep is not None:
@@ -22,7 +23,10 @@ def segment_cloud(segmenter, obs: Observation) -> tuple[np.ndarray | None, dict[
     try:
         return keep, segmenter.segment(obs), None
     except SegmentationError as error:
-        return keep, {name: np.zeros(len(obs.points), dtype=bool) for name in segmenter.mask_names}, str(error)
+        made, n = error.masks or {}, len(obs.points)
+        masks = {name: np.asarray(made[name], dtype=bool) if name in made else np.zeros(n, dtype=bool)
+                 for name in segmenter.mask_names}
+        return keep, masks, str(error)
 
 
 def finite_points(obs: Observation, keep: np.ndarray | None) -> Observation:

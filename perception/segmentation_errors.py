@@ -12,7 +12,17 @@ import numpy as np
 
 class SegmentationError(ValueError):
     """A segmenter could not make its masks from this input: an empty cloud, NaN points, a prompt outside
-    the cloud, no marker colour found, a marker found in two places. The message names the problem."""
+    the cloud, no marker colour found, a marker found in two places. The message names the problem.
+
+    ``masks``: the masks that were made before the problem (the robot's, from the self filter, when the
+    target was not found), so that a tree looking for its target still knows its own body; None when none."""
+
+    def __init__(self, message: str, masks: dict[str, np.ndarray] | None = None):
+        super().__init__(message)
+        self.masks = masks
+
+    def __reduce__(self):  # across the segmentation worker's pipe, with its masks
+        return (type(self), (str(self), self.masks))
 
 
 def check_points(points_W) -> np.ndarray:

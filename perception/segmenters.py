@@ -211,7 +211,18 @@ class _TrackingSegmenter:
         if self.object is not None:
             self.object.reset()
 
+    def _robot_only(self, robot: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: (robot if name == "robot" else _empty(len(robot))) for name in self.mask_names}
+
     def _masks(self, observation, robot, prompt_W, hint=None) -> dict[str, np.ndarray]:
+        try:
+            return self._target_masks(observation, robot, prompt_W, hint)
+        except SegmentationError as error:
+            if error.masks is not None:
+                raise
+            raise SegmentationError(str(error), masks=self._robot_only(robot)) from error
+
+    def _target_masks(self, observation, robot, prompt_W, hint) -> dict[str, np.ndarray]:
         points = observation.points
         candidates = ~robot
         if self.cabinet is not None:
@@ -264,7 +275,9 @@ class ColorMarkerSegmenter(_TrackingSegmenter):
             marker = marker_points(points, colors, self.marker_rgb, ~robot, min_points=MARKER_MIN_POINTS)
         except SegmentationError as error:
             if self.last_prompt_W is None or "two places" in str(error):
-                raise
+                # Not found: the robot's own mask still holds (a tree that looks for the target must not take
+                # its own body for the target's surroundings).
+                raise SegmentationError(str(error), masks=self._robot_only(robot)) from error
             marker = None  # hidden for now: keep tracking from the last steps
         if marker is not None:
             self.last_prompt_W = points[marker].mean(axis=0)

@@ -5,12 +5,14 @@ the observation handed to a tree carries no simulator masks."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import numpy as np
 import pytest
 
 import handleit.envs
 from handleit.behaviors import make_tree_solver
+from handleit.behaviors.segmentation import segment_cloud
 from handleit.harness.sim_robot import SimRobot
 from handleit.perception.color_markers import srgb_of_linear
 from handleit.perception.segmentation_errors import SegmentationError
@@ -103,11 +105,23 @@ def test_geometric_segmenter_names_a_missing_prompt_and_a_prompt_outside_the_clo
         segmenter.segment(far)
 
 
-def test_color_marker_segmenter_names_a_missing_marker(drawer):
+def test_color_marker_segmenter_names_a_missing_marker_and_still_knows_the_robot(drawer):
     robot, obs = _observation(drawer, sim_masks=False)  # an env without the marker option: no marker colour
     segmenter = get_segmenter("color_marker", "cabinet_part", robot.model)
-    with pytest.raises(SegmentationError, match="no marker colour"):
+    with pytest.raises(SegmentationError, match="no marker colour") as raised:
         segmenter.segment(obs)
+    # The robot's own mask was made before the marker was looked for, and comes with the error: a tree that
+    # searches for its target must not take its own body for the nearest object (it drove after itself).
+    robot_mask = segmenter.self_filter.robot_mask(obs)
+    assert robot_mask.any()
+    masks = raised.value.masks
+    assert set(masks) == {"target_handle", "target_link", "robot"}
+    assert np.array_equal(masks["robot"], robot_mask) and not masks["target_handle"].any()
+    assert not masks["target_link"].any()
+    copy = pickle.loads(pickle.dumps(raised.value))  # across the segmentation worker's pipe
+    assert str(copy) == str(raised.value) and np.array_equal(copy.masks["robot"], robot_mask)
+    keep, segmented, error = segment_cloud(segmenter, obs)  # what the tree's segment node hands on
+    assert "no marker colour" in error and np.array_equal(segmented["robot"], robot_mask)
 
 
 def test_color_marker_segmenter_names_a_marker_in_two_places(drawer):
