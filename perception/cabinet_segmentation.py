@@ -295,6 +295,16 @@ class CabinetPartTracker:
 
     # ------------------------------------------------------------------------------------------- tracking
 
+    def _anchored_guess(self) -> bool:
+        """The part's extent is a guess around a marked handle, and the part has not shown its kind yet."""
+        return self._handle_anchored and self._handle_box is not None and self.kind is None
+
+    def _around_handle(self, uvs: np.ndarray) -> np.ndarray:
+        """The points of the face around the handle (its closed (u, v) box, grown by the anchor margins)."""
+        (hu0, hu1), (hv0, hv1) = self._handle_box
+        return ((uvs[:, 0] >= hu0 - HANDLE_ANCHOR_U_M) & (uvs[:, 0] <= hu1 + HANDLE_ANCHOR_U_M)
+                & (uvs[:, 1] >= hv0 - HANDLE_ANCHOR_V_M) & (uvs[:, 1] <= hv1 + HANDLE_ANCHOR_V_M))
+
     def _door_frame(self, uvs: np.ndarray, side: int, angle_rad: float) -> tuple[np.ndarray, np.ndarray]:
         """(t, depth) of points in a leaf hinged on edge ``side`` and swung by ``angle_rad``: t along the leaf
         from its hinge edge, depth along its outward normal."""
@@ -311,13 +321,11 @@ class CabinetPartTracker:
     def _drawer_pose(self, uvs: np.ndarray, in_v: np.ndarray) -> tuple[float, int]:
         (u0, u1), _ = self.front.bounds
         inside = in_v & (uvs[:, 0] >= u0) & (uvs[:, 0] <= u1)
-        if self._handle_anchored and self._handle_box is not None and self.kind is None:
+        if self._anchored_guess():
             # The part's extent is a guess (a marker names the handle, not the part): until the part has moved,
             # its pose comes from the face around its handle, which is surely the part's, so that the static
             # neighbours a too-wide guess holds do not pin the estimate to the cabinet's plane.
-            (hu0, hu1), (hv0, hv1) = self._handle_box
-            inside = ((uvs[:, 0] >= hu0 - HANDLE_ANCHOR_U_M) & (uvs[:, 0] <= hu1 + HANDLE_ANCHOR_U_M)
-                      & (uvs[:, 1] >= hv0 - HANDLE_ANCHOR_V_M) & (uvs[:, 1] <= hv1 + HANDLE_ANCHOR_V_M))
+            inside = self._around_handle(uvs)
         d = self.displacement_m
         return _peak(uvs[inside, 2], d - MAX_DRAWER_STEP_M, d + MAX_DRAWER_STEP_M, 0.004)
 
@@ -345,9 +353,14 @@ class CabinetPartTracker:
             d, support = self._drawer_pose(uvs, in_v)
             if np.isfinite(d):
                 hypotheses.append((support, "drawer", max(d, 0.0), 0))
+        # While the kind is open and the part's extent a guess around a marked handle, the door hypotheses are
+        # weighed on the same face around the handle as the drawer's (_drawer_pose): over the whole guess, the
+        # static neighbours it holds outnumbered the moving drawer's points, a door at 0 degrees won, and a
+        # drawer pulled 12 cm was tracked as closed.
+        door_region = in_v & self._around_handle(uvs) if self._anchored_guess() else in_v
         if self.kind in (None, "door"):
             for side in ((-1, 1) if self.hinge_side == 0 else (self.hinge_side,)):
-                angle, support = self._door_pose(uvs, in_v, side)
+                angle, support = self._door_pose(uvs, door_region, side)
                 if np.isfinite(angle):
                     hypotheses.append((support, "door", max(angle, 0.0), side))
         if not hypotheses:

@@ -200,3 +200,25 @@ def test_a_lip_along_the_drawers_top_edge_is_its_handle():
     assert truth.sum() > 50
     assert (handle & truth).sum() >= 0.8 * truth.sum()  # recall
     assert (handle & truth).sum() >= 0.95 * handle.sum()  # precision: not the cabinet's top, not the next drawer
+
+
+def test_a_marked_handle_with_a_too_wide_part_guess_still_tracks_the_drawer():
+    """A colour marker names the handle, not the part: the part's extent is a guess, and on a cabinet with no
+    neighbouring handle to bound it the guess spans the static faces beside the drawer. The drawer's and the
+    door's hypotheses are then weighed on the same face around the handle, so that the static faces (a door at
+    0 degrees) do not outvote the drawer moving out (drawer-test-004: tracked as closed while pulled 12 cm)."""
+    _, frames = _frames("drawer")
+    tracker = CabinetPartTracker()
+    first = frames[0]
+    prompt = first["points"][first["handle"]].mean(axis=0)  # what the colour-marker segmenter prompts with
+    tracker.update(first["points"], ~first["robot"], prompt, first["X_WB"], handle_hint_mask=first["handle"].copy())
+    (u0, u1), (v0, v1) = tracker.bounds
+    tracker.front.bounds = np.array([[u0 - 0.6, u1 + 0.6], [v0, v1]])  # the guess spans the faces beside it
+    rows = []
+    for f in frames[1:]:
+        tracker.update(f["points"], ~f["robot"], prompt, f["X_WB"], handle_hint_mask=f["handle"].copy())
+        rows.append((float(f["open_fraction"]), tracker.kind, tracker.displacement_m))
+    opened = [r for r in rows if r[0] >= 0.1]
+    assert len(opened) >= 8 and tracker.kind == "drawer"
+    assert all(r[2] > 0.02 for r in opened)
+    assert 0.25 < rows[-1][2] < 0.35  # the drawer of this cabinet travels ~0.29 m
