@@ -121,6 +121,68 @@ def hinge_arc(X_WG_start: np.ndarray, hinge_point_W: np.ndarray, hinge_axis_W: n
     return poses
 
 
+def door_push_poses(hinge_point_W: np.ndarray, hinge_axis_W: np.ndarray, front_normal_W: np.ndarray,
+                    edge_m: float, height_m: float, contact_m: float, thickness_m: float, clearance_m: float,
+                    R_WG_now: np.ndarray, hand_half_extents_m: tuple[float, float] = (0.035, 0.1),
+                    closing_vertical: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tool poses that bring an open hand from in front of a door leaf round its free edge to the leaf's inner
+    side, for a push that opens the door further.
+
+    The hand points along the leaf toward the hinge (z, the approach, = -leaf direction). With
+    ``closing_vertical`` its closing axis is vertical (y = +-z_W, the sign nearer ``R_WG_now``), so that its
+    thin side (x, along the leaf's normal) lies against the inner face; else it is the orientation nearest
+    ``R_WG_now`` with that approach (the least turn of the wrist: a turn about the vertical for a hand that
+    faced the leaf).
+
+    Args:
+        hinge_point_W: ``[3]`` a point on the hinge line, on the front face (world, m).
+        hinge_axis_W: ``[3]`` the hinge direction; a positive turn about it opens the door (world).
+        front_normal_W: ``[3]`` the leaf's outward normal as it stands now (world; its horizontal part is used).
+        edge_m: the free edge's distance from the hinge along the leaf (m).
+        height_m: the height of the push (world z, m).
+        contact_m: the tool centre's distance from the hinge along the leaf at the push (m).
+        thickness_m: the leaf's thickness (m); the tool centre is placed this plus the hand's half extent along
+            the leaf's normal behind its front face.
+        clearance_m: how far beyond the free edge the hand passes round it (m).
+        R_WG_now: ``[3, 3]`` the hand's orientation now.
+        hand_half_extents_m: the hand's half extents (m) along the tool's x and y (the Panda hand: 3.5 and 10 cm).
+        closing_vertical: see above.
+    Returns:
+        ``(X_WG_beside, X_WG_behind, X_WG_contact)``: beside the free edge in front of the leaf, beside it behind
+        the leaf, and at the push, all with the push's orientation.
+    """
+    a_W = _unit(hinge_axis_W, "hinge_axis_W")
+    n = np.asarray(front_normal_W, dtype=float).reshape(3)
+    n = _unit(n - (n @ a_W) * a_W, "front_normal_W (horizontal part)")
+    u = np.cross(n, a_W)  # along the leaf, from the hinge toward the free edge (a x u = n: a turn opens outward)
+    p = np.array(hinge_point_W, dtype=float).reshape(3)
+    p[2] = height_m  # the hinge is vertical: the push's height is the world's z
+    R_now = np.asarray(R_WG_now, dtype=float).reshape(3, 3)
+    if closing_vertical:
+        best = None
+        for up in (a_W, -a_W):
+            R = np.column_stack([np.cross(up, -u), up, -u])
+            angle = Rotation.from_matrix(R_now.T @ R).magnitude()
+            if best is None or angle < best[0]:
+                best = (angle, R)
+        R_WG = best[1]
+    else:  # the least rotation that turns the approach onto -u
+        z = R_now[:, 2]
+        axis = np.cross(z, -u)
+        angle = math.atan2(float(np.linalg.norm(axis)), float(z @ -u))
+        turn = Rotation.from_rotvec(angle * axis / max(float(np.linalg.norm(axis)), 1e-9)).as_matrix()
+        R_WG = turn @ R_now
+    depth_m = thickness_m + hand_half_extents_m[0] * abs(R_WG[:, 0] @ n) + hand_half_extents_m[1] * abs(R_WG[:, 1] @ n)
+
+    def pose(position):
+        X = np.eye(4)
+        X[:3, :3], X[:3, 3] = R_WG, position
+        return X
+
+    beside = p + (edge_m + clearance_m) * u
+    return pose(beside + clearance_m * n), pose(beside - depth_m * n), pose(p + contact_m * u - depth_m * n)
+
+
 def estimate_hinge_from_motion(handle_positions_W: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Hinge of an opening door from the positions its handle went through.
 
