@@ -137,7 +137,7 @@ def door_swing_and_push(tools: Tools) -> py_trees.behaviour.Behaviour:
         ├── swing, then push (Sequence, memory)
         │   ├── swing to handover (Parallel)   swing; "door past handover angle?" ends it; grasp checks
         │   ├── release handle                 open the gripper, back off the handle
-        │   ├── move behind door leaf          round the free edge, to the leaf's inner side
+        │   ├── move behind door leaf          round the free edge, to the leaf's inner side (in time?)
         │   └── push open (Parallel)           push; check "push contact?"
         └── swing open                         the held swing to the stop
     """
@@ -154,7 +154,8 @@ def door_swing_and_push(tools: Tools) -> py_trees.behaviour.Behaviour:
         children=[push_door, PushContact("push contact?", tools)],
     )
     swing_then_push = py_trees.composites.Sequence("swing, then push", memory=True, children=[
-        to_handover, ReleaseHandle("release handle", tools), MoveBehindDoor("move behind door leaf", tools), push])
+        to_handover, ReleaseHandle("release handle", tools),
+        StepTimeout("behind door in time?", MoveBehindDoor("move behind door leaf", tools), 120, tools), push])
     return py_trees.composites.Selector("open the door", memory=True, children=[swing_then_push, door_swing(tools)])
 
 

@@ -51,11 +51,16 @@ HANDOVER_RAD = math.radians(45)  # the swing hands over once the door has turned
 RELEASE_BACKOFF_M = 0.05  # the open hand backs off the handle this far along the leaf's normal
 DOOR_THICKNESS_M = 0.02  # assumed: the inner face is never seen from the front (bundled leaves: 15-20 mm)
 HAND_HALF_EXTENTS_M = (0.035, 0.1)  # the Panda hand's half extents along the tool's x and y (m)
+# The hand's approach at the push, from the leaf's inward normal toward the hinge: pi/2 along the leaf (its
+# side against the inner face); less turns the wrist less and hooks the free edge (PUSH_INSET_M then smaller).
+PUSH_YAW_RAD = math.pi / 2
 PUSH_CLOSING_VERTICAL = True  # the hand's thin side against the leaf (a roll and a yaw), or the least turn (a yaw)
 PUSH_CLEARANCE_M = 0.10  # the hand passes round the free edge this far beyond it
 PUSH_INSET_M = 0.06  # the tool centre this far inside the free edge at the push: the hand's length lies beyond it
 PUSH_LEAD_RAD = 0.4  # how far the push's goal leads the door's measured angle about the hinge
 PUSH_TURNS_WITH_DOOR = False  # the hand keeps its orientation (no wrist turning), or turns with the leaf
+ARRIVED_M = 0.02  # the hand this close to a move's last pose has arrived
+BLEND_S = 0.0  # a waypoint this close (s at full speed) hands over to the next without a stop (0: stop at each)
 MOVE_TIME_WEIGHT = 20.0  # IK cost per second of the move round the edge (0: the nearest posture, not the quickest)
 CONTACT_GAP_M = 0.04  # a hand farther than this behind its push depth, the door still: not against the leaf
 
@@ -247,8 +252,11 @@ class _ToolMoves(Skill):
                     return self.fail(f"pose {k + 1} of {len(poses)} unreachable: {result.message}")
                 q = result.q
                 self.targets.append(q)
+            self.p_WG_last = poses[-1][:3, 3].copy()
             self.reference.start(obs, self.bb.reference, self.bb.tick)
         self.ticks += 1
+        if len(self.targets) > 1 and self._time_left_s(self.targets[0]) < BLEND_S:
+            self.targets.pop(0)  # on to the next pose without stopping at this one
         qvel, arrived = self.reference.advance(self.targets[0], obs)
         self.bb.reference = self.reference.handover(self.bb.tick)
         self.send(qvel, self.gripper)
@@ -256,8 +264,19 @@ class _ToolMoves(Skill):
         if arrived and len(self.targets) > 1:
             self.targets.pop(0)
         elif arrived and self.ticks >= self.min_ticks:  # the last pose held until the gripper had its ticks
-            return Status.SUCCESS
+            # The hand itself there, not only its reference: it lags while moving.
+            off_m = float(np.linalg.norm(obs.X_WT[self.tools.side][:3, 3] - self.p_WG_last))
+            if off_m <= ARRIVED_M:
+                return Status.SUCCESS
+            self.feedback_message = f"{off_m * 100:.1f} cm from the last pose"
         return Status.RUNNING
+
+
+    def _time_left_s(self, q_target: np.ndarray) -> float:
+        """The reference's time (s) to a waypoint at full speed, its slowest joint."""
+        i = self.tools.controlled
+        limits = self.reference.speed_fraction * self.tools.model.velocity_limits[i]
+        return float(np.max(np.abs(q_target[i] - self.reference.q[i]) / np.maximum(limits, 1e-9)))
 
 
 class ReleaseHandle(_ToolMoves):
@@ -295,7 +314,7 @@ class MoveBehindDoor(_ToolMoves):
         X_WT = obs.X_WT[self.tools.side]
         beside, behind, contact = door_push_poses(
             p_W, axis, n, edge, X_WT[2, 3], edge - PUSH_INSET_M, DOOR_THICKNESS_M, PUSH_CLEARANCE_M, X_WT[:3, :3],
-            HAND_HALF_EXTENTS_M, PUSH_CLOSING_VERTICAL)
+            HAND_HALF_EXTENTS_M, PUSH_CLOSING_VERTICAL, PUSH_YAW_RAD)
         depth = -float((contact[:3, 3] - p_W) @ n)
         self.bb.door_push = (contact, door, edge, depth)
         return [beside, behind, contact]

@@ -124,11 +124,13 @@ def hinge_arc(X_WG_start: np.ndarray, hinge_point_W: np.ndarray, hinge_axis_W: n
 def door_push_poses(hinge_point_W: np.ndarray, hinge_axis_W: np.ndarray, front_normal_W: np.ndarray,
                     edge_m: float, height_m: float, contact_m: float, thickness_m: float, clearance_m: float,
                     R_WG_now: np.ndarray, hand_half_extents_m: tuple[float, float] = (0.035, 0.1),
-                    closing_vertical: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    closing_vertical: bool = True, approach_yaw_rad: float = math.pi / 2,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tool poses that bring an open hand from in front of a door leaf round its free edge to the leaf's inner
     side, for a push that opens the door further.
 
-    The hand points along the leaf toward the hinge (z, the approach, = -leaf direction). With
+    The hand points along the leaf toward the hinge (z, the approach, = -leaf direction; or, with
+    ``approach_yaw_rad`` under 90 degrees, that far from the leaf's inward normal toward it). With
     ``closing_vertical`` its closing axis is vertical (y = +-z_W, the sign nearer ``R_WG_now``), so that its
     thin side (x, along the leaf's normal) lies against the inner face; else it is the orientation nearest
     ``R_WG_now`` with that approach (the least turn of the wrist: a turn about the vertical for a hand that
@@ -147,6 +149,9 @@ def door_push_poses(hinge_point_W: np.ndarray, hinge_axis_W: np.ndarray, front_n
         R_WG_now: ``[3, 3]`` the hand's orientation now.
         hand_half_extents_m: the hand's half extents (m) along the tool's x and y (the Panda hand: 3.5 and 10 cm).
         closing_vertical: see above.
+        approach_yaw_rad: the approach's angle (rad) from -n toward -u, about the hinge's axis: pi/2 along the
+            leaf, less for a hand that turns less from facing the leaf (the tool then hooks the free edge's
+            inner side at ``contact_m``).
     Returns:
         ``(X_WG_beside, X_WG_behind, X_WG_contact)``: beside the free edge in front of the leaf, beside it behind
         the leaf, and at the push, all with the push's orientation.
@@ -158,18 +163,19 @@ def door_push_poses(hinge_point_W: np.ndarray, hinge_axis_W: np.ndarray, front_n
     p = np.array(hinge_point_W, dtype=float).reshape(3)
     p[2] = height_m  # the hinge is vertical: the push's height is the world's z
     R_now = np.asarray(R_WG_now, dtype=float).reshape(3, 3)
+    approach = -(math.sin(approach_yaw_rad) * u + math.cos(approach_yaw_rad) * n)
     if closing_vertical:
         best = None
         for up in (a_W, -a_W):
-            R = np.column_stack([np.cross(up, -u), up, -u])
+            R = np.column_stack([np.cross(up, approach), up, approach])
             angle = Rotation.from_matrix(R_now.T @ R).magnitude()
             if best is None or angle < best[0]:
                 best = (angle, R)
         R_WG = best[1]
     else:  # the least rotation that turns the approach onto -u
         z = R_now[:, 2]
-        axis = np.cross(z, -u)
-        angle = math.atan2(float(np.linalg.norm(axis)), float(z @ -u))
+        axis = np.cross(z, approach)
+        angle = math.atan2(float(np.linalg.norm(axis)), float(z @ approach))
         turn = Rotation.from_rotvec(angle * axis / max(float(np.linalg.norm(axis)), 1e-9)).as_matrix()
         R_WG = turn @ R_now
     depth_m = thickness_m + hand_half_extents_m[0] * abs(R_WG[:, 0] @ n) + hand_half_extents_m[1] * abs(R_WG[:, 1] @ n)

@@ -29,6 +29,19 @@ def _leaf(angle_rad: float, width_m: float = 0.45, n_points: int = 2000, seed: i
     return points, u, n
 
 
+def test_a_push_approach_turned_less_points_between_the_leaf_and_its_inward_normal():
+    _, u, n = _leaf(math.radians(30))
+    axis = np.cross(u, n)
+    R_now = np.column_stack([np.cross(u, -n), u, -n])
+    yaw = 0.8
+    *_, contact = door_push_poses(np.zeros(3), axis, n, 0.45, 0.5, 0.43, 0.02, 0.1, R_now, closing_vertical=False,
+                                  approach_yaw_rad=yaw)
+    assert np.allclose(contact[:3, 2], -(math.sin(yaw) * u + math.cos(yaw) * n), atol=1e-9)
+    # The least turn from facing the leaf is a turn about the vertical by the yaw itself.
+    angle = math.acos(np.clip((np.trace(R_now.T @ contact[:3, :3]) - 1) / 2, -1, 1))
+    assert math.isclose(angle, yaw, abs_tol=1e-9)
+
+
 def test_free_edge_is_the_far_end_of_the_leaf_along_its_direction():
     points, u, _ = _leaf(math.radians(50))
     edge = free_edge_distance_m(points, np.zeros(3), u)
