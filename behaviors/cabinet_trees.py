@@ -40,16 +40,7 @@ from .cabinet_nodes import (
     WaitForHandle,
 )
 from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
-from .door_nodes import (
-    BASE_CLEARANCE_M,
-    DoorPastAngle,
-    EstimateHinge,
-    MoveBehindDoor,
-    PushContact,
-    PushDoorOpen,
-    ReleaseHandle,
-    SwingDoorOpen,
-)
+from .door_nodes import BASE_CLEARANCE_M, EstimateHinge, SwingDoorOpen
 
 MAX_ATTEMPTS = 3
 # On the way to a door's handle (first attempt) the fingers open only this much wider than the grasp, which
@@ -57,8 +48,6 @@ MAX_ATTEMPTS = 3
 # Door success at 200 steps, test / train, 50 each: 7 / 4 wide open, 9 / 8 at 6 mm, 10 / 6 at 20 mm; the
 # narrower, the more final approaches stall on the handle (2, 28, 14 episodes).
 PRESHAPE_MARGIN_M = 0.02
-# The door tree hands the swing over to a push on the leaf's inner side past door_nodes.HANDOVER_RAD (issue 17).
-DOOR_PUSH = True
 
 
 def grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Behaviour]:
@@ -119,53 +108,15 @@ def create_drawer_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     return py_trees.composites.Sequence("open drawer", memory=False, children=[Perceive("perceive", tools), task])
 
 
-def door_swing(tools: Tools, name: str = "swing open") -> py_trees.behaviour.Behaviour:
-    """The held swing along the hinge arc, with its checks, to the door's stop."""
+def create_door_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
+    """The OpenCabinetDoor tree: the drawer tree's grasp, the hinge estimated from the door's points first
+    (the base is then kept out of the door's sweep), and a swing along the hinge arc instead of a pull."""
     swing_door = SwingDoorOpen("swing along hinge arc", tools)
-    return py_trees.composites.Parallel(
-        name, policy=ParallelPolicy.SuccessOnSelected(children=[swing_door]),
+    swing = py_trees.composites.Parallel(
+        "swing open", policy=ParallelPolicy.SuccessOnSelected(children=[swing_door]),
         children=[swing_door, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
     )
-
-
-def door_swing_and_push(tools: Tools) -> py_trees.behaviour.Behaviour:
-    """Open the grasped door: swing it along the hinge arc until it passes the handover angle, then let go and
-    push the leaf open from its inner side (papers/002 Sec. 2.5); the swing to the door's stop when the push
-    branch fails before the handle is let go.
-
-        open the door (Selector, memory)
-        ├── swing, then push (Sequence, memory)
-        │   ├── swing to handover (Parallel)   swing; "door past handover angle?" ends it; grasp checks
-        │   ├── release handle                 open the gripper, back off the handle
-        │   ├── move behind door leaf          round the free edge, to the leaf's inner side (in time?)
-        │   └── push open (Parallel)           push; check "push contact?"
-        └── swing open                         the held swing to the stop
-    """
-    swing_door = SwingDoorOpen("swing along hinge arc", tools)
-    past = DoorPastAngle("door past handover angle?", tools)
-    to_handover = py_trees.composites.Parallel(
-        "swing to handover", policy=ParallelPolicy.SuccessOnSelected(children=[past]),
-        children=[past, swing_door, HandleInGripper("handle in gripper?", tools),
-                  MakingProgress("making progress?", tools)],
-    )
-    push_door = PushDoorOpen("push leaf open", tools)
-    push = py_trees.composites.Parallel(
-        "push open", policy=ParallelPolicy.SuccessOnSelected(children=[push_door]),
-        children=[push_door, PushContact("push contact?", tools)],
-    )
-    swing_then_push = py_trees.composites.Sequence("swing, then push", memory=True, children=[
-        to_handover, ReleaseHandle("release handle", tools),
-        StepTimeout("behind door in time?", MoveBehindDoor("move behind door leaf", tools), 120, tools), push])
-    return py_trees.composites.Selector("open the door", memory=True, children=[swing_then_push, door_swing(tools)])
-
-
-def create_door_tree(tools: Tools, push: bool | None = None) -> py_trees.behaviour.Behaviour:
-    """The OpenCabinetDoor tree: the drawer tree's grasp, the hinge estimated from the door's points first
-    (the base is then kept out of the door's sweep), and a swing along the hinge arc instead of a pull, handed
-    over to a push on the leaf's inner side past HANDOVER_RAD (``push``, default DOOR_PUSH), or the swing alone
-    to the stop."""
-    open_door = door_swing_and_push(tools) if (DOOR_PUSH if push is None else push) else door_swing(tools)
-    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*grasp_steps(tools, door=True), open_door])
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*grasp_steps(tools, door=True), swing])
     task = py_trees.composites.Sequence("task", memory=True, children=[
         py_trees.decorators.Retry("grasp and swing", attempt, MAX_ATTEMPTS),
         HoldStill("hold still", tools),

@@ -122,7 +122,7 @@ class TreeSolver:
             "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
             "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
-            "clamped_gap_m": None, "segmentation_error": None, "door_push": None, **self.extra_blackboard,
+            "clamped_gap_m": None, "segmentation_error": None, **self.extra_blackboard,
         }
 
     def step(self, observation: Observation) -> Command:

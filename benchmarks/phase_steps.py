@@ -28,8 +28,7 @@ from handleit.harness.sim_robot import SimRobot
 
 CABINET_PHASES = ("wait for handle points", "plan grasp", "move to pregrasp", "move to grasp", "close gripper")
 PHASES = {
-    # The door tree's handover to a push (issue 17) adds its nodes; a tree without them shows "-" there.
-    "OpenCabinetDoor": (*CABINET_PHASES, "door past handover angle?", "move behind door leaf"),
+    "OpenCabinetDoor": CABINET_PHASES,
     "OpenCabinetDrawer": CABINET_PHASES,
     "PushChair": ("plan hold", "reach above backrest", "lower onto backrest", "plan push", "push to target",
                   "chair centred?"),

@@ -130,23 +130,3 @@ class OpenStateEstimator:
         angle = _signed_angle_about_z(self.initial_normal_W, normal)
         self._state = OpenState(float(displacement), angle, normal, len(p), True)
         return self._state
-
-
-def free_edge_distance_m(link_points_W, hinge_point_W, leaf_direction_W, quantile: float = 0.98) -> float:
-    """How far the door leaf reaches from its hinge: the free edge's distance (m) along the leaf.
-
-    Args:
-        link_points_W: ``[N, 3]`` points of the door leaf (world, m), this step's view.
-        hinge_point_W: ``[3]`` a point on the hinge line (world, m).
-        leaf_direction_W: ``[3]`` horizontal direction from the hinge along the leaf toward its free edge, as the
-            door stands now (world); normalized here.
-    Returns:
-        The ``quantile`` of the points' distances along the leaf (a robust far end: a few stray points beyond
-        the edge do not move it).
-    Raises:
-        ValueError when there are no points.
-    """
-    p = as_points(link_points_W, "link_points_W", allow_empty=False)
-    u = horizontal_direction(leaf_direction_W, "leaf_direction_W")
-    s = (p - np.asarray(hinge_point_W, dtype=np.float64).reshape(3)) @ u
-    return float(np.quantile(s, quantile))
