@@ -37,6 +37,16 @@ from py_trees.common import Access, Status
 from .planning_worker import PlanningWorkerDied, planning_worker
 
 HOLD_STILL_FEEDBACK = "planning in the background: holding still"
+SETTLE_FEEDBACK = "waiting for a cloud taken at rest: holding still"
+# A node that compares the robot as the cameras see it with its model at the measured joints (the hand-eye
+# corrections) needs a cloud taken after the robot came to rest: in real time the newest cloud is older than the
+# newest joint states (a camera at 10-30 Hz, sensor latency), and a base still moving at 1 m/s moves the hand
+# 7 cm in a 15 Hz camera's period; that was read as a 74 mm camera error and the grasp moved by it (the drawer
+# through ROS, "grasp holds?"). At rest: no joint faster than REST_QVEL; then SETTLE_CLOUDS new clouds; at most
+# SETTLE_MAX_S of waiting, after which the node plans on what it has.
+REST_QVEL = 0.01  # m/s or rad/s
+SETTLE_CLOUDS = 2
+SETTLE_MAX_S = 1.0
 # One background plan at a time per process: the IK and the motion planner are shared (tree_solver's cache).
 _PLANNING_LOCK = threading.Lock()
 
@@ -93,6 +103,29 @@ class BackgroundPlanning:
 
     _job: BackgroundJob | None = None
     plan_wall_s: list[float]  # wall seconds of each completed background plan (diagnostics)
+    # Real time only: plan on a cloud taken after the robot came to rest (see SETTLE_FEEDBACK's comment).
+    needs_cloud_at_rest: bool = False
+    _settle: dict | None = None
+
+    def _settled(self) -> bool:
+        """Real time, ``needs_cloud_at_rest``: hold still until the robot is at rest and SETTLE_CLOUDS new
+        clouds have come since (True), or SETTLE_MAX_S have passed (True, said in the feedback)."""
+        obs = self.bb.observation
+        if self._settle is None:
+            self._settle = {"start_s": time.perf_counter(), "points": obs.points, "clouds": 0, "at_rest": False}
+        st = self._settle
+        if not st["at_rest"]:
+            st["at_rest"] = bool(np.all(np.abs(np.asarray(obs.qvel, dtype=float)) <= REST_QVEL))
+            st["points"] = obs.points
+        elif obs.points is not st["points"]:
+            st["clouds"], st["points"] = st["clouds"] + 1, obs.points
+        waited_s = time.perf_counter() - st["start_s"]
+        if st["clouds"] >= SETTLE_CLOUDS or waited_s > SETTLE_MAX_S:
+            self._settle = None
+            return True
+        self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
+        self.feedback_message = f"{SETTLE_FEEDBACK} ({'at rest' if st['at_rest'] else 'moving'}, {st['clouds']} clouds)"
+        return False
 
     def update(self) -> Status:
         if not hasattr(self, "plan_wall_s"):
@@ -105,6 +138,8 @@ class BackgroundPlanning:
         if self._job is None:
             # The node commands while it plans (hold still): write access to the command, real time only.
             self.bb.register_key("command", access=Access.WRITE)
+            if self.needs_cloud_at_rest and not self._settled():
+                return Status.RUNNING
             if getattr(self.tools, "planning", "thread") == "process":
                 self._job = planning_worker().submit(self, self.snapshot())
             else:
@@ -137,4 +172,5 @@ class BackgroundPlanning:
         if self._job is not None:  # interrupted (or stopped) while the plan runs: cancel it
             self._job.cancel()
             self._job = None
+        self._settle = None
         super().terminate(new_status)

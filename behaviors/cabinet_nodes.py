@@ -300,6 +300,8 @@ class RefineGrasp(BackgroundPlanning, Skill):
     the cameras are clean and calibrated, when the grasp moved less than ``REFINE_MIN_SHIFT_M``, or when IK
     fails. Always SUCCESS. In real time (``tools.realtime``) off the tick thread (behaviors/background.py)."""
 
+    needs_cloud_at_rest = True  # compares the hand seen with the model's (behaviors/background.py)
+
     def __init__(self, name, tools, hook_knobs: bool = False):
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "grasp", "X_WG_grasp", "q_grasp"),
                          writes=("grasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))

@@ -62,6 +62,8 @@ class CorrectHoldForCameras(BackgroundPlanning, Skill):
     ``ik_goal(obs, X_WG)``: the goal as the tree's IK takes it (the pick trees' IK works in the arm's base
     frame); default the world pose."""
 
+    needs_cloud_at_rest = True  # compares the hand seen with the model's (behaviors/background.py)
+
     def __init__(self, name, tools, target_key: str = "q_grasp", pose_key: str = "X_WG_grasp",
                  weights: dict | None = None, tilt_rad: float = 0.0, radius_m: float = HAND_RADIUS_M,
                  ik_goal: Callable[[Observation, np.ndarray], np.ndarray] | None = None):

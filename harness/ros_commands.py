@@ -85,6 +85,8 @@ def _run_ros(args: argparse.Namespace) -> int:
                       dropped_invalid_points=robot.dropped_invalid_points,
                       failed_node=getattr(solver, "failed_node", None), failed_nodes=tracked.failures,
                       **report.tick_stats())
+        if hasattr(solver, "diagnostics"):  # the tree as it ended, as `handleit eval` records it
+            result["diagnostics"] = solver.diagnostics()
         if args.report_ticks:  # per tick (wall ms), and which solver ticks planned: benchmarks/ros_episodes.py
             result.update(tick_wall_ms=[round(1e3 * t, 2) for t in report.tick_wall_s],
                           solver_wall_ms=[round(1e3 * t, 2) for t in report.solver_wall_s],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from py_trees.common import Status
+from py_trees.common import Access, Status
 
 from handleit.behaviors.background import BackgroundPlanning
 from handleit.behaviors.common import Skill
@@ -27,3 +27,13 @@ class SleepThenDouble(BackgroundPlanning, Skill):
     def apply(self, result):
         self.bb.result = result
         return Status.SUCCESS
+
+
+class DoubleOnACloudAtRest(SleepThenDouble):
+    """SleepThenDouble that, like the hand-eye corrections, plans on a cloud taken after the robot came to rest."""
+
+    needs_cloud_at_rest = True
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools)
+        self.bb.register_key("observation", access=Access.READ)

@@ -23,8 +23,9 @@ from handleit.behaviors.common import Tools
 from handleit.behaviors.planning_worker import PlanningCancelled, node_copy, planning_worker
 from handleit.behaviors.solver_tools import ToolsSpec, make_tools
 from handleit.harness.sim_robot import SimRobot, robot_model_of
+from handleit.types import Observation
 
-from .planning_nodes import SleepThenDouble
+from .planning_nodes import DoubleOnACloudAtRest, SleepThenDouble
 
 WAIT_S = 300.0  # generous: the first job waits for the worker's start and IK on a loaded 2-core machine
 
@@ -167,8 +168,6 @@ class _GatedSegmenter:
 
 
 def _observation(t_s: float, points: np.ndarray):
-    from handleit.types import Observation
-
     return Observation(time_s=t_s, points=points, colors=np.zeros((len(points), 3), np.uint8), masks={},
                        frame="world", joint_names=("a",), qpos=np.array([t_s]), qvel=np.zeros(1), X_WB=np.eye(4))
 
@@ -236,3 +235,37 @@ def test_segmentation_in_the_worker_process_gives_the_masks_of_the_tick():
     assert set(masks) == set(expected)
     for name in expected:
         assert np.array_equal(masks[name], expected[name]), name
+
+
+def test_a_hand_eye_node_plans_on_a_cloud_taken_at_rest(drawer_model):
+    """In real time the newest cloud is older than the joint states: a node that compares the hand seen with the
+    model's holds still until the robot is at rest and two new clouds have come, and only then plans."""
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/rest_test_{time.monotonic_ns()}", realtime=True,
+                       planning="thread")
+    bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("value", "sleep_s", "result", "command", "observation"):
+        bb.register_key(key, access=Access.WRITE)
+    bb.value, bb.sleep_s, bb.result, bb.command = 3, 0.0, None, None
+    dof = len(drawer_model.joint_names)
+
+    def observe(points, speed):
+        qvel = np.zeros(dof)
+        qvel[0] = speed
+        return Observation(time_s=0.0, points=points, colors=np.zeros((1, 3), np.uint8), masks={}, frame="world",
+                           joint_names=drawer_model.joint_names, qpos=np.zeros(dof), qvel=qvel, X_WB=np.eye(4))
+
+    node = DoubleOnACloudAtRest("double on a cloud at rest", tools)
+    cloud = np.zeros((1, 3))
+    bb.observation = observe(cloud, 0.5)  # the base still moving
+    for _ in range(3):
+        node.tick_once()
+        assert node.status == Status.RUNNING and not node.planning()
+        assert not np.any(bb.command.qvel) and "moving" in node.feedback_message
+    bb.observation = observe(cloud, 0.0)  # at rest, the same (older) cloud
+    node.tick_once()
+    assert not node.planning() and "at rest, 0 clouds" in node.feedback_message
+    for k in range(2):  # two clouds taken since
+        bb.observation = observe(np.full((1, 3), k + 1.0), 0.0)
+        node.tick_once()
+    assert node.planning() or node.status == Status.SUCCESS
+    assert _tick_until_done(node) == Status.SUCCESS and bb.result == 6
