@@ -14,6 +14,15 @@ and a conjunction is a Sequence of those. Every composite is without memory and 
 control step, so a condition that stops holding (a drawer that slid shut, an object dropped) fails again
 and the skill that makes it true runs again: a failed hand-off is repaired by the tree itself.
 
+Two departures from re-checking everything every tick, both shown as decorators in the printed tree:
+- a skill's preconditions are checked when it starts, not while it runs (``CheckedAtStart``: the pick closes
+  the hand that ``HandEmpty()`` wanted empty; the place opens the hand that ``Grasped(object)`` wanted
+  closed). A skill that fails (an object dropped during a carry fails the place's own "object in gripper?")
+  has its preconditions checked again on the next tick, and their skills run again;
+- a skill that is not preemptible (``SkillSpec.preemptible``) runs to its end once started: its effect's
+  condition is not read until then (``AfterSkillEnds``): ``Grasped(object)`` holds as the fingers close,
+  before the lift.
+
 Refused, with a :class:`BackchainingError` that names the predicate and the chain that needed it: a
 predicate no skill achieves (:class:`NoSkillError`), an expansion that needs a predicate it is already
 expanding (:class:`ExpansionCycleError`), and a skill that is declared but has no subtree yet
@@ -175,6 +184,58 @@ class AwaitEffects(py_trees.decorators.Decorator):
             self._log("stopped")
 
 
+def _skill_running(action: py_trees.behaviour.Behaviour) -> bool:
+    """Whether a skill's node (an AwaitEffects) has started and not ended yet."""
+    return action.status == Status.RUNNING and not getattr(action, "_done", False)
+
+
+class CheckedAtStart(py_trees.decorators.Decorator):
+    """A skill's precondition (its ``achieve <precondition>`` subtree), checked when the skill starts: while the
+    skill runs, SUCCESS without ticking the check (the skill may undo its own precondition: the pick closes
+    the hand that HandEmpty() wanted empty). Ticked as usual otherwise."""
+
+    def __init__(self, child: py_trees.behaviour.Behaviour, action: py_trees.behaviour.Behaviour):
+        super().__init__(name=f"{child.name} (at the start)", child=child)
+        self.action = action
+
+    def tick(self):
+        if _skill_running(self.action):
+            self.feedback_message = f"held when {self.action.name.split(' (')[0]} started"
+            if self.status != Status.SUCCESS:
+                self.stop(Status.SUCCESS)
+            self.status = Status.SUCCESS
+            yield self
+            return
+        yield from super().tick()
+
+    def update(self) -> Status:
+        return self.decorated.status
+
+
+class AfterSkillEnds(py_trees.decorators.Decorator):
+    """A goal's condition that does not stop a skill that runs to its end (``SkillSpec.preemptible=False``):
+    FAILURE without reading the condition while one of ``actions`` runs (the selector above goes on ticking
+    it), the condition's result otherwise."""
+
+    def __init__(self, child: py_trees.behaviour.Behaviour, actions: list[py_trees.behaviour.Behaviour]):
+        super().__init__(name=f"{child.name} (once the skill ends)", child=child)
+        self.actions = list(actions)
+
+    def tick(self):
+        running = [a for a in self.actions if _skill_running(a)]
+        if running:
+            self.feedback_message = f"not read while {running[0].name.split(' (')[0]} runs"
+            if self.status != Status.FAILURE:
+                self.stop(Status.FAILURE)
+            self.status = Status.FAILURE
+            yield self
+            return
+        yield from super().tick()
+
+    def update(self) -> Status:
+        return self.decorated.status
+
+
 class SubtreeStub(py_trees.behaviour.Behaviour):
     """Stands for a built skill's subtree in a tree composed without tools (for printing): FAILURE."""
 
@@ -197,12 +258,18 @@ def _action(a: Achiever, tools) -> py_trees.behaviour.Behaviour:
 
 def _ppa(e: Expansion, tools, placeholders: bool) -> py_trees.behaviour.Behaviour:
     namespace = "/goal" if tools is None else tools.namespace
-    children: list[py_trees.behaviour.Behaviour] = [PredicateHolds(e.predicate, namespace)]
+    achievers, run_to_end = [], []
     for a in e.achievers:
         action = _action(a, tools)
-        children.append(py_trees.composites.Sequence(a.signature, memory=False, children=[
-            *(_ppa(q, tools, placeholders) for q in a.preconditions), action]))
-    return py_trees.composites.Selector(f"achieve {e.predicate}", memory=False, children=children)
+        if not a.skill.preemptible:
+            run_to_end.append(action)
+        preconditions = [_ppa(q, tools, placeholders) for q in a.preconditions]
+        achievers.append(py_trees.composites.Sequence(a.signature, memory=False, children=[
+            *(CheckedAtStart(p, action) for p in preconditions), action]))
+    condition: py_trees.behaviour.Behaviour = PredicateHolds(e.predicate, namespace)
+    if run_to_end:
+        condition = AfterSkillEnds(condition, run_to_end)
+    return py_trees.composites.Selector(f"achieve {e.predicate}", memory=False, children=[condition, *achievers])
 
 
 def tree_for_goal(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ...], tools: Tools | Any = None,

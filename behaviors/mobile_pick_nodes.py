@@ -413,12 +413,15 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
     edge plus the body's clearance), the grasp and the lift (arm alone from the pregrasp). FAILURE ("no
     reachable grasp") saying how many failed where."""
 
-    def __init__(self, name, tools, object_mask: str = "object"):
+    def __init__(self, name, tools, object_mask: str = "object", grasp_predictor=None):
+        """``grasp_predictor``: a predictor of its own (a tree whose ``tools.grasp_predictor`` grasps handles,
+        as the goal trees' open skill does); None: ``tools.grasp_predictor``."""
         super().__init__(name, tools, reads=("observation", "object", "support_z", "table_top", "attempt",
                                              "failed_grasps"),
                          writes=("grasp", "X_WG_pregrasp", "X_WG_grasp", "q_pregrasp", "q_grasp", "q_lift",
                                  "X_WG_lift", "q_raise", "target_at_grasp"))
         self.object_mask = object_mask
+        self.grasp_predictor = grasp_predictor
 
     def snapshot(self) -> dict:
         return {"observation": self.bb.observation, "object": self.bb.object, "support_z": self.bb.support_z,
@@ -439,7 +442,8 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         else:
             points = obs.points
         try:
-            grasps = tools.grasp_predictor.predict(points, masks, table_z=snap["support_z"], seed=snap["attempt"])
+            predictor = self.grasp_predictor or tools.grasp_predictor
+            grasps = predictor.predict(points, masks, table_z=snap["support_z"], seed=snap["attempt"])
         except ValueError as error:
             return "fail", f"grasp predictor: {error}"
         grasps = [g for g in grasps if -g.X_WG[2, 2] >= MIN_DOWN_COS][:MAX_GRASPS]
@@ -667,6 +671,33 @@ class Released(Skill):
             return self.fail(f"fingers at {gap * 1000:.0f} mm, clamped at {clamped * 1000:.0f} mm: not open")
         self.bb.grasped = False
         self.feedback_message = f"open at {gap * 1000:.0f} mm"
+        return Status.SUCCESS
+
+
+class PlanRetreat(Skill):
+    """After the release: the hand straight up by the torso alone, from where the robot stands now (arm and
+    base held): over the rim or top by :data:`RETREAT_M` more than the hand was above the release. A joint-
+    space line to an IK retreat swung the hand sideways into the drawer's walls (test seed 1: stalled 0.32 rad
+    short). Falls back to the planned ``q_retreat`` (IK) when the torso's range is short; writes ``q_retreat``.
+    Always SUCCESS."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "X_WG_above", "X_WG_release", "q_retreat"),
+                         writes=("q_retreat",))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        torso = self.tools.base_index[3]
+        X_above, X_release = self.bb.X_WG_above, self.bb.X_WG_release
+        rise = RETREAT_M + (0.0 if X_above is None or X_release is None else max(0.0, X_above[2, 3] - X_release[2, 3]))
+        upper = float(self.tools.model.joint_limits[torso, 1])
+        if obs.qpos[torso] + rise <= upper or self.bb.q_retreat is None:
+            q = obs.qpos.copy()
+            q[torso] = min(upper, obs.qpos[torso] + rise)
+            self.bb.q_retreat = q
+            self.feedback_message = f"torso up {100 * (q[torso] - obs.qpos[torso]):.0f} cm"
+        else:
+            self.feedback_message = "torso range short: the planned retreat (IK)"
         return Status.SUCCESS
 
 

@@ -12,9 +12,16 @@ import py_trees
 import pytest
 
 import handleit.envs
-from handleit.behaviors.mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, PerceivePlaceRegion, PlaceRegionSeen
+from handleit.behaviors.mobile_pick_nodes import (
+    MOBILE_PICK_BLACKBOARD,
+    RETREAT_M,
+    PerceivePlaceRegion,
+    PlaceRegionSeen,
+    PlanRetreat,
+)
 from handleit.behaviors.mobile_pick_trees import create_pick_tree, create_place_tree
 from handleit.behaviors.pick_trees import PICK_BLACKBOARD
+from handleit.behaviors.skills import BACK_OFF_M, PLACE_KEYS, Forget, PlanBackOff
 from handleit.behaviors.tree_solver import TreeSolver
 from handleit.harness.sim_robot import robot_model_of
 from handleit.perception.place_targets import (
@@ -133,7 +140,7 @@ def model():
 
 def _solver(model, build):
     return TreeSolver("TidyIntoDrawer", model, build, grasp_predictor="antipodal_6dof",
-                      blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD})
+                      blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None})
 
 
 def _empty_observation(model, prompts=None) -> Observation:
@@ -228,3 +235,51 @@ def test_base_route_goes_around_the_table():
     # From the table's edge: straight out first.
     route = route_around_rectangle([0.0, -0.5], [0.0, 2.0], centre, axes, half, 0.5)
     assert np.allclose(route[0], [0.0, -0.82]) and np.allclose(route[-1], [0.0, 2.0])
+
+
+def test_the_retreat_raises_the_hand_by_the_torso_alone(model):
+    """After the release the hand rises straight up by the torso, from where the robot stands (a joint-space
+    line to an IK retreat swung the hand into the drawer's walls)."""
+    solver = _solver(model, lambda tools: PlanRetreat("plan retreat (torso up)", tools))
+    obs = _empty_observation(model)
+    q = obs.qpos.copy()
+    q[:4] = [0.3, -0.2, 0.5, 0.1]  # base x, y, yaw, torso
+    obs = Observation(**{**obs.__dict__, "qpos": q})
+    solver.reset(obs)
+    X_release = np.eye(4)
+    X_release[2, 3] = 0.40
+    X_above = X_release.copy()
+    X_above[2, 3] = 0.55
+    solver.bb.X_WG_release, solver.bb.X_WG_above = X_release, X_above
+    solver.step(obs)
+    expected = q.copy()
+    expected[3] = 0.1 + 0.15 + RETREAT_M
+    np.testing.assert_allclose(solver.bb.get("q_retreat"), expected)
+
+
+def test_a_skill_started_again_forgets_what_its_last_run_planned(model):
+    solver = _solver(model, lambda tools: Forget("forget the last place", tools, PLACE_KEYS))
+    obs = _empty_observation(model)
+    solver.reset(obs)
+    solver.bb.set("place_goal_W", np.ones(3), overwrite=True)
+    solver.bb.set("place_error", "old", overwrite=True)
+    solver.step(obs)
+    assert solver.bb.get("place_goal_W") is None and solver.bb.get("place_error") is None
+
+
+def test_the_release_backs_the_hand_off_along_its_approach_and_forgets_the_grasp(model):
+    solver = _solver(model, lambda tools: PlanBackOff("plan back-off (IK)", tools))
+    obs = _empty_observation(model)
+    q = obs.qpos.copy()
+    q[4:11] = [0.0, 0.3, 0.0, -2.0, 0.0, 2.3, 0.8]  # a Panda arm bent forward
+    solver.reset(obs)
+    X_WT = solver.tools.ik.tcp_pose(q, "right")
+    obs = Observation(**{**obs.__dict__, "qpos": q, "X_WT": {"right": X_WT}})
+    solver.bb.set("grasped", True, overwrite=True)
+    solver.step(obs)
+    assert solver.bb.get("grasped") is False
+    q_back = solver.bb.get("q_back_off")
+    assert q_back is not None, solver.tools.failure_reasons
+    np.testing.assert_allclose(q_back[:3], q[:3])  # the base stays
+    X_back = solver.tools.ik.tcp_pose(q_back, "right")
+    np.testing.assert_allclose(X_back[:3, 3], X_WT[:3, 3] - BACK_OFF_M * X_WT[:3, 2], atol=0.01)
