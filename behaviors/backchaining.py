@@ -8,7 +8,7 @@ becomes
     ├── <goal>?                       condition, from perception (PerceivePredicates)
     └── <skill>(<entities>) (Sequence)    for each skill with the goal among its effects, in the given order
         ├── achieve <precondition>    each precondition expanded the same way, recursively
-        └── <skill>(<entities>) (effects checked next tick)    AwaitEffects over the skill's subtree
+        └── <skill>(<entities>) (then its effects awaited)    AwaitEffects over the skill's subtree
 
 and a conjunction is a Sequence of those. Every composite is without memory and the root is ticked at every
 control step, so a condition that stops holding (a drawer that slid shut, an object dropped) fails again
@@ -44,7 +44,7 @@ from handleit.predicates import Predicate, format_goal, parse_goal
 
 from .cabinet_nodes import Perceive
 from .common import StopAndHold, Tools
-from .predicate_nodes import DEFAULT_ENTITY_MASKS, PerceivePredicates, PredicateHolds
+from .predicate_nodes import DEFAULT_ENTITY_MASKS, STABLE_TICKS, PerceivePredicates, PredicateHolds
 from .skills import SkillSpec
 
 
@@ -143,37 +143,62 @@ class NotBuilt(py_trees.behaviour.Behaviour):
 
 
 class AwaitEffects(py_trees.decorators.Decorator):
-    """Reports a skill's SUCCESS as RUNNING for the tick it ends in. Predicates are perceived once per tick,
-    before the goal's conditions: in the tick a skill ends, the conditions after it still read what was
-    perceived before it acted, and would start skills for preconditions it has just made true. On the next
-    tick the condition above reads fresh perception: it holds (the skill is stopped), or it does not and the
-    skill runs again. Logs the skill's start and end in ``tools.skill_events`` (tick, skill, event)."""
+    """Reports a skill's SUCCESS as RUNNING, without ticking it, for up to ``await_ticks`` ticks: until the
+    condition above believes its effects (it then stops the skill). Predicates are perceived once per tick,
+    before the goal's conditions, and a change is believed only after :data:`STABLE_TICKS` ticks in a row
+    (behaviors/predicate_nodes.py): at once, the conditions would still read what was believed before the
+    skill acted and run it again. If its effects are still not believed after the wait, the skill runs again.
+    Logs the skill's start and end in ``tools.skill_events`` (tick, skill, event) and in ``tools.handoffs``
+    (those and the predicates perception believed then, and a failure's reason)."""
 
-    def __init__(self, name: str, child: py_trees.behaviour.Behaviour, tools, signature: str):
+    def __init__(self, name: str, child: py_trees.behaviour.Behaviour, tools, signature: str,
+                 await_ticks: int = STABLE_TICKS + 1):
         super().__init__(name=name, child=child)
-        self.tools, self.signature = tools, signature
+        self.tools, self.signature, self.await_ticks = tools, signature, await_ticks
         self.bb = self.attach_blackboard_client(namespace=tools.namespace)
         self.bb.register_key("tick", access=Access.READ)
+        self.bb.register_key("predicates", access=Access.READ)
+        self._done, self._waited = False, 0
+
+    def tick(self):
+        if self.status == Status.RUNNING and self._done and self._waited < self.await_ticks:
+            self._waited += 1
+            self.feedback_message = f"done: waiting for its effects to be believed ({self._waited} ticks)"
+            yield self
+            return
+        yield from super().tick()
 
     def _log(self, event: str) -> None:
         events = getattr(self.tools, "skill_events", None)
+        tick = int(self.bb.get("tick")) if self.bb.exists("tick") else -1
         if events is not None:
-            events.append((int(self.bb.get("tick")) if self.bb.exists("tick") else -1, self.signature, event))
+            events.append((tick, self.signature, event))
+        handoffs = getattr(self.tools, "handoffs", None)
+        if handoffs is not None:
+            # The hand-off: what perception believed of every condition when the skill started or ended, and
+            # why it failed (the last failed check's reason).
+            values = self.bb.get("predicates") if self.bb.exists("predicates") else None
+            entry = {"tick": tick, "skill": self.signature, "event": event,
+                     "predicates": {str(p): bool(v.holds) for p, v in (values or {}).items()}}
+            reasons = getattr(self.tools, "failure_reasons", None)
+            if event == "failed" and reasons:
+                entry["failure"] = reasons[-1]
+            handoffs.append(entry)
 
     def initialise(self) -> None:
-        self._done = False
+        self._done, self._waited = False, 0
         self._log("started")
 
     def update(self) -> Status:
         status = self.decorated.status
-        if self._done and status != Status.SUCCESS:  # done, yet its condition fails: the skill runs again
-            self._done = False
+        if self._done and status != Status.SUCCESS:  # done, yet its effects are not believed: it runs again
+            self._done, self._waited = False, 0
             self._log("started")
         if status == Status.SUCCESS:
             if not self._done:
-                self._done = True
+                self._done, self._waited = True, 0
                 self._log("succeeded")
-            self.feedback_message = "done: its effects are checked on the next tick"
+            self.feedback_message = "done: waiting for its effects to be believed"
             return Status.RUNNING
         return status
 
@@ -252,7 +277,7 @@ def _action(a: Achiever, tools) -> py_trees.behaviour.Behaviour:
         return NotBuilt(a.signature)
     if tools is None:
         return SubtreeStub(a.signature, a.skill.doc)
-    return AwaitEffects(f"{a.signature} (effects checked next tick)", a.skill.build(tools, **dict(a.binding)), tools,
+    return AwaitEffects(f"{a.signature} (then its effects awaited)", a.skill.build(tools, **dict(a.binding)), tools,
                         a.signature)
 
 
