@@ -16,6 +16,8 @@ Blackboard keys (besides ``TreeSolver``'s; initial values in :data:`MOBILE_PICK_
     q_raise           joint target with the arm and torso planned and the base held (raise the arm first)
     q_lift/X_WG_lift, q_above/X_WG_above, q_release/X_WG_release, q_retreat/X_WG_retreat: move targets
     held_points_G     [n, 3] the held object's points in the tool frame at grasp time
+    cabinet_footprint (Footprint, number of points): the cabinet with its open drawer on the floor, from the view
+                      that showed most of it; the base's routes keep out of it
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ from py_trees.common import Status
 from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
 from handleit.perception.place_targets import (
     DrawerInterior,
+    Footprint,
     PlaceTargetError,
     TableTop,
+    estimate_cabinet_footprint,
     estimate_drawer_interior,
     estimate_table_top,
     free_spot_on_table,
     standoff_base_xy_yaw,
 )
 from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
-from handleit.planning.base_routes import route_around_rectangle
+from handleit.planning.base_routes import route_around_rectangles
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
@@ -73,6 +77,7 @@ MOBILE_PICK_BLACKBOARD = {
     "place_goal_W": None, "q_base": None, "q_raise": None, "q_lift": None, "X_WG_lift": None, "q_above": None,
     "X_WG_above": None, "q_release": None, "X_WG_release": None, "q_retreat": None, "X_WG_retreat": None,
     "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None, "q_tuck": None,
+    "cabinet_footprint": None,
 }
 
 
@@ -102,17 +107,43 @@ def _base_split(tools, q_from: np.ndarray, q_to: np.ndarray) -> tuple[np.ndarray
 # ----------------------------------------------------------------------------------------------------
 # Perception
 # ----------------------------------------------------------------------------------------------------
+FLOOR_Z_M = 0.03  # points lower than this are the floor
+
+
+def update_cabinet_footprint(bb, obs: Observation, part_mask: str = "target_link",
+                             handle_mask: str = "target_handle") -> None:
+    """The cabinet's footprint (body, target part, handle) from this view when it shows more of the cabinet
+    than the one ``bb.cabinet_footprint`` was made from. The body: points no mask claims, above the floor (in
+    the long-horizon scene the cabinet is all there is besides the masked table, object and robot)."""
+    outward = bb.drawer_outward_W if bb.drawer_outward_W is not None else _outward_of_part(obs, part_mask, handle_mask)
+    if outward is None:
+        return
+    claimed = np.zeros(len(obs.points), dtype=bool)
+    for mask in obs.masks.values():
+        claimed |= np.asarray(mask, dtype=bool)
+    cabinet = (~claimed & (obs.points[:, 2] > FLOOR_Z_M)) | _mask(obs, part_mask) | _mask(obs, handle_mask)
+    n = int(cabinet.sum())
+    if bb.cabinet_footprint is not None and bb.cabinet_footprint[1] >= n:
+        return
+    try:
+        bb.cabinet_footprint = (estimate_cabinet_footprint(obs.points[cabinet], outward), n)
+    except PlaceTargetError:
+        pass
+
+
 class PerceiveObject(Skill):
     """Every tick: the object (``object_mask``) from its points while not held, the height of what it rests
     on (the scene's points around it), and the table's top (``table_mask``: plane and rectangle) when seen.
     Always SUCCESS; the feedback says what was seen."""
 
     def __init__(self, name, tools, object_mask: str = "object", table_mask: str = "table"):
-        super().__init__(name, tools, reads=("observation", "grasped"), writes=("object", "support_z", "table_top"))
+        super().__init__(name, tools, reads=("observation", "grasped", "drawer_outward_W"),
+                         writes=("object", "support_z", "table_top", "cabinet_footprint"))
         self.object_mask, self.table_mask = object_mask, table_mask
 
     def update(self):
         obs: Observation = self.bb.observation
+        update_cabinet_footprint(self.bb, obs)
         obj_mask = _mask(obs, self.object_mask)
         table = obs.points[_mask(obs, self.table_mask)]
         if len(table) >= MIN_ENTITY_POINTS:
@@ -142,7 +173,7 @@ class PerceivePlaceRegion(Skill):
     def __init__(self, name, tools, where: str, part_mask: str = "target_link", handle_mask: str = "target_handle",
                  table_mask: str = "table", object_mask: str = "object"):
         super().__init__(name, tools, reads=("observation", "place_goal_W", "held_points_G"),
-                         writes=("place_region", "place_error", "drawer_outward_W"))
+                         writes=("place_region", "place_error", "drawer_outward_W", "cabinet_footprint"))
         if where not in ("inside", "on"):
             raise ValueError(f"where must be 'inside' or 'on', got {where!r}")
         self.where, self.part_mask, self.handle_mask = where, part_mask, handle_mask
@@ -153,6 +184,7 @@ class PerceivePlaceRegion(Skill):
         if self.bb.place_goal_W is not None:  # planned: keep the region the plan was made on
             return Status.SUCCESS
         obs: Observation = self.bb.observation
+        update_cabinet_footprint(self.bb, obs, self.part_mask, self.handle_mask)
         try:
             if self.where == "inside":
                 part = obs.points[_mask(obs, self.part_mask)]
@@ -236,7 +268,7 @@ class ApproachStandoff(Skill):
 
     def __init__(self, name, tools, entity: str, gripper="open"):
         super().__init__(name, tools, reads=("observation", "tick", "object", "table_top", "place_region",
-                                             "drawer_outward_W"), writes=("command", "reference"))
+                                             "drawer_outward_W", "cabinet_footprint"), writes=("command", "reference"))
         self.entity, self.gripper = entity, gripper
         # Carrying (gripper closed on the object, arm tucked): a little slower, ramped over 0.5 s instead of
         # 0.15 s, so that the base's acceleration does not shake the object in the fingers.
@@ -288,9 +320,14 @@ class ApproachStandoff(Skill):
                 return self.fail(f"{self.entity}: neither seen nor prompted")
             xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], FAR_STANDOFF_M, top=top, outward_W=outward,
                                            clearance_m=EDGE_CLEARANCE_M)
-            table = self.bb.table_top
-            route = [xy] if table is None else route_around_rectangle(
-                obs.qpos[i[:2]], xy, table.center_W[:2], table.axes_W, table.half_extent_m, ROUTE_MARGIN_M)
+            # Around what the base must not drive into: the table, and the cabinet with its open drawer (it
+            # pushed an open drawer 5 cm shut on its way past, TidyIntoDrawer test seed 1).
+            table, cabinet = self.bb.table_top, self.bb.cabinet_footprint
+            obstacles = [] if table is None else [(table.center_W[:2], table.axes_W, table.half_extent_m)]
+            if cabinet is not None:
+                footprint: Footprint = cabinet[0]
+                obstacles.append((footprint.center_W, footprint.axes_W, footprint.half_extent_m))
+            route = route_around_rectangles(obs.qpos[i[:2]], xy, obstacles, ROUTE_MARGIN_M)
             if top is not None or outward is not None:  # from the estimate: keep it (it refines as it nears)
                 self.latched = (route, yaw)
                 self.waypoint, self.best, self.since_best = 0, math.inf, 0

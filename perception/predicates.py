@@ -138,7 +138,9 @@ class OpeningTracker:
                 self.offset_m = opening - displacement_m
             return opening, "body front"
         if displacement_m is not None and self.offset_m is not None:
-            return displacement_m + self.offset_m, "displacement"
+            bridged = displacement_m + self.offset_m
+            if bridged >= -MAX_BEHIND_BODY_M:
+                return bridged, "displacement"
         return None, "not seen"
 
 

@@ -283,3 +283,43 @@ def test_the_release_backs_the_hand_off_along_its_approach_and_forgets_the_grasp
     np.testing.assert_allclose(q_back[:3], q[:3])  # the base stays
     X_back = solver.tools.ik.tcp_pose(q_back, "right")
     np.testing.assert_allclose(X_back[:3, 3], X_WT[:3, 3] - BACK_OFF_M * X_WT[:3, 2], atol=0.01)
+
+
+def test_base_route_goes_around_the_table_and_the_cabinet():
+    from handleit.planning.base_routes import route_around_rectangles, segment_hits_rectangle
+
+    axes = np.eye(2)
+    table = (np.array([0.0, 0.0]), axes, np.array([0.5, 0.3]))
+    cabinet = (np.array([0.0, 1.6]), axes, np.array([0.3, 0.5]))
+    # Clear of both: straight.
+    assert len(route_around_rectangles([-2.0, -1.0], [2.0, -1.0], [table, cabinet], 0.4)) == 1
+    # Between them lies no way through at this margin: around the cabinet, never through either (grown by half).
+    route = route_around_rectangles([-2.0, 1.6], [2.0, 1.6], [table, cabinet], 0.4)
+    legs = [np.array([-2.0, 1.6]), *route]
+    assert len(route) > 1 and np.allclose(route[-1], [2.0, 1.6])
+    for c, a, h in (table, cabinet):
+        assert not any(segment_hits_rectangle(legs[k], legs[k + 1], c, a, h + 0.2) for k in range(len(route)))
+    # Walled in (no corner reachable): the goal alone, for the drive's own blocked check.
+    assert len(route_around_rectangles([0.0, 0.8], [5.0, 0.8], [table, cabinet], 10.0)) >= 1
+    with pytest.raises(ValueError, match="margin_m"):
+        route_around_rectangles([0, 0], [1, 1], [table], -0.1)
+
+
+def test_cabinet_footprint_from_its_front_reaches_behind_it():
+    from handleit.perception.place_targets import PlaceTargetError, estimate_cabinet_footprint
+
+    rng = np.random.default_rng(0)
+    # A cabinet front at x = 1.0 facing -x (its points 2 cm deep), 0.8 m wide, and an open drawer out to x = 0.6.
+    front = np.stack([rng.uniform(1.0, 1.02, 800), rng.uniform(-0.4, 0.4, 800), rng.uniform(0.05, 0.9, 800)], axis=1)
+    drawer = np.stack([rng.uniform(0.6, 1.0, 300), rng.uniform(-0.2, 0.2, 300), rng.uniform(0.4, 0.5, 300)], axis=1)
+    fp = estimate_cabinet_footprint(np.vstack([front, drawer]), np.array([-1.0, 0.0, 0.0]))
+    np.testing.assert_allclose(fp.axes_W[0], [-1.0, 0.0])
+    lo = fp.center_W @ fp.axes_W.T - fp.half_extent_m
+    hi = fp.center_W @ fp.axes_W.T + fp.half_extent_m
+    assert hi[0] == pytest.approx(-0.6, abs=0.02)  # the open drawer's front, along outward (-x)
+    assert hi[0] - lo[0] >= 0.4 - 1e-9  # at least the minimum depth behind it
+    assert fp.half_extent_m[1] == pytest.approx(0.4, abs=0.02)
+    with pytest.raises(PlaceTargetError, match="points"):
+        estimate_cabinet_footprint(front[:10], np.array([-1.0, 0.0]))
+    with pytest.raises(PlaceTargetError, match="horizontal"):
+        estimate_cabinet_footprint(front, np.array([0.0, 0.0, 1.0]))

@@ -148,4 +148,7 @@ def test_an_opening_read_behind_the_body_is_not_a_measurement():
     assert P.estimate_opening_m(hidden_front, body, NORMAL_W) < -P.MAX_BEHIND_BODY_M
     tracker = P.OpeningTracker()
     assert tracker.update(hidden_front, body, NORMAL_W) == (None, "not seen")
+    # Nor is a displacement that would put it there (the part's displacement misread from a new viewpoint).
+    tracker.update(part, body, NORMAL_W, displacement_m=0.0)
+    assert tracker.update(hidden_front, body[:3], NORMAL_W, displacement_m=-0.06) == (None, "not seen")
     assert not P.evaluate_closed(None).observed
