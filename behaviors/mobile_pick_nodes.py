@@ -55,6 +55,10 @@ MIN_DOWN_COS = 0.5  # grasps approaching at least 30 degrees below horizontal: f
 # Where the base stands while the arm is raised: this far from the target (m): the mobile Panda's arm at rest
 # reaches 0.76 m ahead and 0.8 m to the right of the base, at 0.42 m, below most tables' tops.
 FAR_STANDOFF_M = 1.15
+# An object in an open drawer is looked at from this close along the drawer's outward direction: from the far
+# stand-off the cameras (1.5 m up, 45 degrees down) saw none of its points over the drawer's front wall in 2
+# of 3 test seeds (benchmarks/pick_place_skills.py, place_on).
+DRAWER_LOOK_M = 0.85
 EDGE_CLEARANCE_M = 0.95  # the base's origin at least this far off the table's edge at the far stand-off
 BODY_CLEARANCE_M = 0.25  # IK keeps the base origin this far beyond the table edge or the drawer front
 STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
@@ -318,7 +322,8 @@ class ApproachStandoff(Skill):
             target, top, outward = self._target(obs)
             if target is None:
                 return self.fail(f"{self.entity}: neither seen nor prompted")
-            xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], FAR_STANDOFF_M, top=top, outward_W=outward,
+            distance = DRAWER_LOOK_M if self.entity == "object" and outward is not None else FAR_STANDOFF_M
+            xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], distance, top=top, outward_W=outward,
                                            clearance_m=EDGE_CLEARANCE_M)
             # Around what the base must not drive into: the table, and the cabinet with its open drawer (it
             # pushed an open drawer 5 cm shut on its way past, TidyIntoDrawer test seed 1).

@@ -13,7 +13,8 @@ target part named by the ``target_link`` / ``target_handle`` masks):
 
     release       open the gripper and back the hand off along its approach (the arm alone): HandEmpty()
     pick(object)  the mobile pick subtree (behaviors/mobile_pick_trees.py): drive to the object, whole-body IK
-                  grasp from above, close, lift; needs HandEmpty(): Grasped(object)
+                  grasp from above, close, lift; needs Open(drawer) (the object may lie in it) and HandEmpty():
+                  Grasped(object)
     place inside(object, part)   carry the held object to the open part, lower it in, let go, retreat; needs
                   Open(part) and Grasped(object): InsideOf(object, part)
     place on(object, surface)    the same onto the table: OnTopOf(object, surface)
@@ -263,7 +264,7 @@ def release_subtree(tools: Tools) -> py_trees.behaviour.Behaviour:
     return py_trees.composites.Sequence("release", memory=True, children=[
         OperateGripper("open gripper", tools, "open", max_steps=seconds_to_steps(tools, 0.6)),
         PlanBackOff("plan back-off (IK)", tools),
-        MoveJoints("back off", tools, "q_back_off", gripper="open", speed_fraction=0.3),
+        MoveJoints("back off", tools, "q_back_off", gripper="open", speed_fraction=0.5),
     ])
 
 
@@ -308,8 +309,12 @@ CLOSE = SkillSpec("close", ("part",), (), (_p("Closed", "part"),), close_part_su
 # The long-horizon tasks' skills on the mobile robot: run to their end once started.
 RELEASE = SkillSpec("release", (), (), (_p("HandEmpty"),), release_subtree, "open the gripper, back away",
                     preemptible=False)
-PICK = SkillSpec("pick", ("object",), (_p("HandEmpty"),), (_p("Grasped", "object"),), pick_subtree,
-                 "grasp the object and lift it", preemptible=False)
+# The pick also needs the drawer open: in the long-horizon scene the object rests on the table or in the target
+# drawer, and a closed drawer hides it (the vocabulary has no "reachable"; InsideOf is not seen through a closed
+# front, so it cannot say which). A pick from the table is then preceded by the opening TidyIntoDrawer needs
+# anyway; SetTable's pick from the drawer needs it.
+PICK = SkillSpec("pick", ("object",), (_p("Open", TARGET_PART), _p("HandEmpty")), (_p("Grasped", "object"),),
+                 pick_subtree, "grasp the object and lift it", preemptible=False)
 PLACE_ON = SkillSpec("place on", ("object", "surface"), (_p("Grasped", "object"),),
                      (_p("OnTopOf", "object", "surface"),), place_on_subtree,
                      "carry the held object over the surface, let go", preemptible=False)

@@ -95,7 +95,7 @@ def test_the_long_horizon_goals_compose_from_built_skills():
     assert all(a.skill.build is not None for a in skills_of(tidy))
     setting = expand_goal("OnTopOf(object, table) & Closed(drawer)", MOBILE_SKILLS)
     assert [a.signature for a in skills_of(setting)] == [
-        "place on(object, table)", "pick(object)", "release()", "close(drawer)"]
+        "place on(object, table)", "pick(object)", "open(drawer)", "release()", "close(drawer)"]
     # Entities the built subtrees cannot act on are refused when the tree is built, naming them.
     from handleit.behaviors.skills import pick_subtree, place_on_subtree
 
