@@ -179,7 +179,8 @@ class AwaitEffects(py_trees.decorators.Decorator):
             # why it failed (the last failed check's reason).
             values = self.bb.get("predicates") if self.bb.exists("predicates") else None
             entry = {"tick": tick, "skill": self.signature, "event": event,
-                     "predicates": {str(p): bool(v.holds) for p, v in (values or {}).items()}}
+                     "predicates": {str(p): bool(v.holds) for p, v in (values or {}).items()},
+                     "unobserved": [str(p) for p, v in (values or {}).items() if not v.observed]}
             reasons = getattr(self.tools, "failure_reasons", None)
             if event == "failed" and reasons:
                 entry["failure"] = reasons[-1]

@@ -716,6 +716,36 @@ class Released(Skill):
         return Status.SUCCESS
 
 
+class HeldOverPlace(Skill):
+    """Check, after a lowering that stalled short (the held object resting on something it was not planned to
+    meet: TidyIntoDrawer test seeds 1 and 2 stalled 10-22 cm above the plan): the hand is over the place
+    region (inside the drawer opening's rectangle, or the table top's), so that letting go there still puts
+    the object in or on it. FAILURE otherwise."""
+
+    def __init__(self, name, tools, where: str):
+        super().__init__(name, tools, reads=("observation", "place_region"))
+        self.where = where
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        region = self.bb.place_region
+        if region is None:
+            return self.fail("no place region")
+        p_WT = obs.X_WT[self.tools.side][:3, 3]
+        if self.where == "inside":
+            interior: DrawerInterior = region
+            d = p_WT - interior.center_W
+            local = np.array([d @ interior.outward_W, d @ interior.lateral_W])
+            half = interior.size_m / 2
+        else:
+            top: TableTop = region[0]
+            local, half = top.local_xy(p_WT), top.half_extent_m
+        if np.all(np.abs(local) <= half):
+            self.feedback_message = f"hand over the {'opening' if self.where == 'inside' else 'top'}: let go here"
+            return Status.SUCCESS
+        return self.fail(f"hand {np.round(np.abs(local) - half, 3)} m outside the place region: not over it")
+
+
 class PlanRetreat(Skill):
     """After the release: the hand straight up by the torso alone, from where the robot stands now (arm and
     base held): over the rim or top by :data:`RETREAT_M` more than the hand was above the release. A joint-

@@ -28,7 +28,8 @@ with their predicates); ``hold=True`` adds a final hold, for running one alone a
         ├── drawer opening seen? / table top seen?     check: the estimator's estimate (or why not)
         ├── plan placement (IK)                        object's footprint inside the opening; IK above, release,
         │                                              retreat
-        ├── carry over it (Parallel)                   raise arm, drive in, lower; "object in gripper?"
+        ├── carry over it (Parallel)                   raise arm, drive in, lower (stalled short: "held over
+        │                                              the place?"); "object in gripper?"
         ├── open gripper
         ├── released?                                  check: the fingers opened
         ├── plan retreat (torso up)                    the hand straight up by the torso, arm and base held
@@ -45,6 +46,7 @@ from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripp
 from .mobile_pick_nodes import (
     MOBILE_PICK_BLACKBOARD,
     ApproachStandoff,
+    HeldOverPlace,
     Lifted,
     MoveJoints,
     ObjectInHand,
@@ -140,7 +142,8 @@ def create_place_tree(tools: Tools, where: str = "inside", object_mask: str = "o
         _timed("raise arm in time?", MoveJoints("raise arm", tools, "q_raise", gripper="close"), tools, 5.0),
         _timed("drive over it in time?", MoveJoints("drive over it", tools, "q_above", gripper="close",
                                                     tolerance=0.015), tools, 8.0),
-        _timed("lower in time?", lower, tools, 4.0),
+        py_trees.composites.Selector("lower", memory=True, children=[
+            _timed("lower in time?", lower, tools, 4.0), HeldOverPlace("held over the place?", tools, where)]),
     ], object_mask)
     children = [
         carry_to,

@@ -22,6 +22,7 @@ from py_trees.common import Access, Status
 
 from handleit.perception.point_cloud import estimate_front_normal
 from handleit.perception.predicates import (
+    OPEN_FRACTION_OF_TRAVEL,
     OpeningTracker,
     PredicateEvidence,
     evaluate_closed,
@@ -46,6 +47,7 @@ HANDLE_MASK = "target_handle"
 # driving away from an open drawer, the opening read from a new viewpoint flickered to Closed for 1-6 ticks
 # (TidyIntoDrawer test seed 1), and each flicker started the open skill, stopping the pick.
 STABLE_TICKS = 20
+OPEN_HOLD_FRACTION = 0.8  # a part believed Open is Open down to this fraction of its travel (hysteresis)
 GOAL_BLACKBOARD: dict[str, Any] = {"predicates": None, "part_opening_m": None, "part_travel_m": None}
 
 
@@ -117,7 +119,10 @@ class PerceivePredicates(Skill):
             if p.name == "Closed":
                 result = evaluate_closed(opening)
             else:
-                result = evaluate_open(opening, (self.bb.part_travel_m or {}).get(p.args[0]))
+                # Hysteresis: a drawer believed Open stays so down to OPEN_HOLD_FRACTION of its travel (seen from
+                # a robot driving away, open drawers read 5 cm short: the open skill stopped the pick three times).
+                fraction = OPEN_HOLD_FRACTION if self.believed.get(p) else OPEN_FRACTION_OF_TRAVEL
+                result = evaluate_open(opening, (self.bb.part_travel_m or {}).get(p.args[0]), fraction)
             return PredicateEvidence(result.holds, f"{result.evidence} ({source})", result.observed)
         side = self.tools.side
         X_WT = obs.X_WT.get(side)

@@ -57,6 +57,9 @@ TARGET_PART = "drawer"
 OBJECT, SURFACE = "object", "table"  # the object the pick and place skills move, the surface they put it on
 OBJECT_GRASP_PREDICTOR = "antipodal_6dof"  # the pick's grasps (the solver's own predictor grasps handles)
 BACK_OFF_M = 0.10  # the release backs the hand off this far along its approach
+# The open and close skills look for the handle this long (steps): the robot may start 2-3 m from the cabinet,
+# beside or behind it (the cabinet trees' 150 steps assume it starts 1.6-1.8 m in front).
+SKILL_HANDLE_TIMEOUT_STEPS = 400
 # The blackboard keys of the pick and place subtrees (a goal solver's blackboard holds them too).
 PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None}
 # Forgotten when a pick starts (again): what the last pick saw, planned and held.
@@ -132,7 +135,8 @@ def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
         children=[pull_drawer, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        *grasp_steps(tools), pull, RecordTravel(f"remember travel of {part}", tools, part)])
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), pull,
+        RecordTravel(f"remember travel of {part}", tools, part)])
     return py_trees.decorators.Retry("grasp and pull", attempt, MAX_ATTEMPTS)
 
 
@@ -216,7 +220,8 @@ def close_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
         children=[push_drawer, HandleInGripper("handle in gripper?", tools),
                   MakingClosingProgress("making progress?", tools, part)],
     )
-    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*grasp_steps(tools), push])
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), push])
     return py_trees.decorators.Retry("grasp and push", attempt, MAX_ATTEMPTS)
 
 
@@ -302,9 +307,11 @@ def _p(text: str, *args: str, negated: bool = False) -> Predicate:
     return Predicate(text, tuple(args), negated)
 
 
-OPEN = SkillSpec("open", ("part",), (), (_p("Open", "part"),), open_part_subtree,
+# Both grasp the handle: the hand empty first (TidyIntoDrawer test seed 2 started the close with the object
+# still held after a place that stalled low; the close's approach let it fall).
+OPEN = SkillSpec("open", ("part",), (_p("HandEmpty"),), (_p("Open", "part"),), open_part_subtree,
                  "grasp the handle, pull to the end stop")
-CLOSE = SkillSpec("close", ("part",), (), (_p("Closed", "part"),), close_part_subtree,
+CLOSE = SkillSpec("close", ("part",), (_p("HandEmpty"),), (_p("Closed", "part"),), close_part_subtree,
                   "grasp the handle, push shut")
 # The long-horizon tasks' skills on the mobile robot: run to their end once started.
 RELEASE = SkillSpec("release", (), (), (_p("HandEmpty"),), release_subtree, "open the gripper, back away",
@@ -324,5 +331,5 @@ PLACE_INSIDE = SkillSpec("place inside", ("object", "part"), (_p("Open", "part")
                          (_p("InsideOf", "object", "part"),), place_inside_subtree,
                          "carry the held object into the open part, let go", preemptible=False)
 
-DRAWER_SKILLS: tuple[SkillSpec, ...] = (OPEN, CLOSE)
+DRAWER_SKILLS: tuple[SkillSpec, ...] = (OPEN, CLOSE, RELEASE)
 MOBILE_SKILLS: tuple[SkillSpec, ...] = (OPEN, CLOSE, RELEASE, PICK, PLACE_ON, PLACE_INSIDE)

@@ -35,15 +35,19 @@ def episode_stages(record: dict) -> dict:
 
 
 def predicate_accuracy(records: list[dict]) -> dict[str, list[int]]:
-    """Predicate -> [agreements, hand-offs]: perception's belief at each hand-off against the env's truth."""
-    table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    """Predicate -> [agreements, hand-offs, of them not observed]: perception's belief at each hand-off against
+    the env's truth; "not observed": perception could not see what decides it then (a closed drawer's inside)
+    and the tree used the value it last saw, or none (False)."""
+    table: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for record in records:
         diagnostics = record.get("diagnostics") or {}
         for perceived, truth in zip(diagnostics.get("handoffs", []), diagnostics.get("handoff_truth", [])):
+            unobserved = set(perceived.get("unobserved", []))
             for predicate, value in perceived["predicates"].items():
                 if predicate in truth["truth"]:
                     table[predicate][0] += int(bool(truth["truth"][predicate]) == value)
                     table[predicate][1] += 1
+                    table[predicate][2] += int(predicate in unobserved)
     return dict(table)
 
 
@@ -71,8 +75,8 @@ def summarize(records: list[dict]) -> str:
     troubled = sum(1 for s in stages if s["failed_runs"] or s["repeated"])
     lines.append(f"Episodes with a failed or repeated skill: {troubled}; of them repaired (successful): {repaired}")
     lines.append("")
-    lines.append("| predicate (perceived at hand-offs) | agrees with ground truth | hand-offs |")
-    lines.append("| --- | --- | --- |")
-    for predicate, (agree, n) in sorted(predicate_accuracy(records).items()):
-        lines.append(f"| {predicate} | {agree}/{n} = {agree / n:.2f} | {n} |")
+    lines.append("| predicate (perceived at hand-offs) | agrees with ground truth | hand-offs | of them not observed |")
+    lines.append("| --- | --- | --- | --- |")
+    for predicate, (agree, n, unobserved) in sorted(predicate_accuracy(records).items()):
+        lines.append(f"| {predicate} | {agree}/{n} = {agree / n:.2f} | {n} | {unobserved} |")
     return "\n".join(lines)

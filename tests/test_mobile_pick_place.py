@@ -323,3 +323,48 @@ def test_cabinet_footprint_from_its_front_reaches_behind_it():
         estimate_cabinet_footprint(front[:10], np.array([-1.0, 0.0]))
     with pytest.raises(PlaceTargetError, match="horizontal"):
         estimate_cabinet_footprint(front, np.array([0.0, 0.0, 1.0]))
+
+
+def test_the_cabinet_is_found_from_its_prompt_and_looked_for_from_another_side(model):
+    """Before the drawer is seen: its prompt, not the nearest thing (the table); an approach that ended without
+    a handle point is followed by one from the next side (90 degrees about the target)."""
+    from handleit.behaviors.cabinet_nodes import ApproachPart, target_point_W
+    from handleit.perception.handle_points import HandleAccumulator
+
+    table = np.array([[0.5, 0.0, 0.6], [0.6, 0.1, 0.6]] * 10)
+    obs = _empty_observation(model)
+    masks = {"robot": np.zeros(len(table), bool), "target_link": np.zeros(len(table), bool),
+             "target_handle": np.zeros(len(table), bool), "table": np.ones(len(table), bool)}
+    obs = Observation(**{**obs.__dict__, "points": table, "colors": np.zeros((len(table), 3), np.uint8),
+                         "masks": masks, "target_prompt_W": np.array([[2.0, -0.2, 0.3], [2.4, 0.2, 0.5]])})
+    np.testing.assert_allclose(target_point_W(obs, HandleAccumulator()), [2.2, 0.0, 0.4])
+    unprompted = Observation(**{**obs.__dict__, "target_prompt_W": None})
+    assert target_point_W(unprompted, HandleAccumulator()) is None  # the table is no candidate
+
+    solver = _solver(model, lambda tools: ApproachPart("approach cabinet", tools))
+    solver.reset(obs)
+    node = solver.root if isinstance(solver.root, ApproachPart) else next(
+        n for n in solver.root.iterate() if isinstance(n, ApproachPart))
+    solver.step(obs)
+    np.testing.assert_allclose(node.side_W, [-1.0, 0.0, 0.0], atol=1e-9)  # toward the robot at the origin
+    node.stop(py_trees.common.Status.FAILURE)  # the approach ended (its timeout) with no handle point
+    solver.step(obs)
+    np.testing.assert_allclose(node.side_W, [0.0, -1.0, 0.0], atol=1e-9)  # then 90 degrees about the target
+
+
+def test_a_lowering_stalled_short_lets_go_only_over_the_opening(model):
+    from handleit.behaviors.mobile_pick_nodes import HeldOverPlace
+    from handleit.perception.place_targets import DrawerInterior
+
+    interior = DrawerInterior(np.array([1.0, 0.0, 0.3]), np.array([-1.0, 0.0, 0.0]), np.array([0.0, -1.0, 0.0]),
+                              np.array([0.3, 0.4]), 0.3, 0.42, np.array([0.85, 0.0, 0.3]))
+    for hand_xy, holds in (((1.05, 0.1), True), ((1.3, 0.0), False)):
+        solver = _solver(model, lambda tools: HeldOverPlace("held over the place?", tools, "inside"))
+        X_WT = np.eye(4)
+        X_WT[:3, 3] = [*hand_xy, 0.5]
+        obs = _empty_observation(model)
+        obs = Observation(**{**obs.__dict__, "X_WT": {"right": X_WT}})
+        solver.reset(obs)
+        solver.bb.set("place_region", interior, overwrite=True)
+        solver.step(obs)
+        assert bool(solver.tools.failure_reasons) != holds, solver.tools.failure_reasons

@@ -21,7 +21,7 @@ REPAIRED = _record(0, True, [
     [0, "open(drawer)", "started"], [300, "open(drawer)", "succeeded"], [320, "pick(object)", "started"],
     [700, "pick(object)", "failed"], [701, "pick(object)", "started"], [900, "pick(object)", "succeeded"]],
     [_handoff(0, "open(drawer)", "started", {"Open(drawer)": False}),
-     _handoff(300, "open(drawer)", "succeeded", {"Open(drawer)": False}),
+     {**_handoff(300, "open(drawer)", "succeeded", {"Open(drawer)": False}), "unobserved": ["Open(drawer)"]},
      _handoff(700, "pick(object)", "failed", {"Open(drawer)": True}, "lifted?: object still down")],
     [{"tick": 0, "skill": "open(drawer)", "event": "started", "truth": {"Open(drawer)": False}},
      {"tick": 300, "skill": "open(drawer)", "event": "succeeded", "truth": {"Open(drawer)": True}},
@@ -44,7 +44,8 @@ def test_stages_name_the_runs_the_break_and_the_repairs():
 
 
 def test_predicate_accuracy_counts_agreements_at_hand_offs():
-    assert predicate_accuracy([REPAIRED, BROKEN]) == {"Open(drawer)": [3, 4]}  # wrong once: Open not yet believed
+    # Wrong once, where perception could not see the drawer (the value remembered).
+    assert predicate_accuracy([REPAIRED, BROKEN]) == {"Open(drawer)": [3, 4, 1]}
 
 
 def test_summary_tables():
@@ -52,5 +53,5 @@ def test_summary_tables():
     assert "| 0 | 0 | True | 100 | open(drawer) succeeded, pick(object) failed, pick(object) succeeded | - |" in text
     assert "pick(object): lifted? x1" in text
     assert "Episodes with a failed or repeated skill: 1; of them repaired (successful): 1" in text
-    assert "| Open(drawer) | 3/4 = 0.75 | 4 |" in text
+    assert "| Open(drawer) | 3/4 = 0.75 | 4 | 1 |" in text
     assert "| 2 | 1 | 1 |" in text and "| 1 | 1 | 0 |" in text  # success against the skills that succeeded
