@@ -206,8 +206,8 @@ class AwaitEffects(py_trees.decorators.Decorator):
     def terminate(self, new_status: Status) -> None:
         if new_status == Status.FAILURE:
             self._log("failed")
-        elif new_status == Status.INVALID and not self._done:  # stopped: its condition held before it ended
-            self._log("stopped")
+        elif new_status == Status.INVALID and not self._done and self.status != Status.FAILURE:
+            self._log("stopped")  # stopped: its condition held before it ended (not a failed run reset)
 
 
 def _skill_running(action: py_trees.behaviour.Behaviour) -> bool:

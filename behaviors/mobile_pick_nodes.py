@@ -492,6 +492,17 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         if not grasps:
             return "fail", "no grasp from above fits the object's points"
         keep_out = _keep_out(obj.center_W, snap["table_top"])
+        top = snap["table_top"]
+        if top is None or not np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m):
+            # Not on the table: in a drawer. The base keeps beyond the drawer's front (the table's edge rule
+            # would let it drive into the drawer), when the drawer's inside is seen.
+            try:
+                interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
+                                                    handle_points_W=obs.points[_mask(obs, "target_handle")])
+                front_m = float(np.linalg.norm(interior.front_W[:2] - obj.center_W[:2]))
+                keep_out = (np.asarray(obj.center_W, dtype=np.float64), front_m + BODY_CLEARANCE_M)
+            except PlaceTargetError:
+                pass
         starts = wrist_roll_starts(tools, obs.qpos)
         counts = {"pregrasp": 0, "grasp": 0, "lift": 0}
         base = tools.model.base_joint_names
