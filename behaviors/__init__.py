@@ -11,7 +11,7 @@ from .cabinet_trees import create_door_tree, create_drawer_tree
 from .chair_trees import CHAIR_BLACKBOARD, create_push_chair_tree
 from .pick_trees import PICK_BLACKBOARD, create_pick_tree, create_stack_tree
 from .predicate_nodes import GOAL_BLACKBOARD
-from .skills import MOBILE_SKILLS, SkillSpec
+from .skills import MOBILE_SKILLS, PICK_PLACE_BLACKBOARD, SkillSpec
 from .tree_solver import TreeSolver
 
 TREES = {
@@ -59,7 +59,7 @@ def make_goal_solver(goal: str, task: str, model: RobotModel, skills: tuple[Skil
     def build(tools):
         return create_goal_tree(goal, skills, tools, entity_masks)
 
-    blackboard = {**GOAL_BLACKBOARD, **kwargs.pop("blackboard", {})}
+    blackboard = {**GOAL_BLACKBOARD, **PICK_PLACE_BLACKBOARD, **kwargs.pop("blackboard", {})}
     solver = TreeSolver(task, model, build, blackboard=blackboard, **kwargs)
     solver.name = f"goal:{goal}"
     return solver

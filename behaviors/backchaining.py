@@ -8,11 +8,20 @@ becomes
     ├── <goal>?                       condition, from perception (PerceivePredicates)
     └── <skill>(<entities>) (Sequence)    for each skill with the goal among its effects, in the given order
         ├── achieve <precondition>    each precondition expanded the same way, recursively
-        └── <skill>(<entities>) (effects checked next tick)    AwaitEffects over the skill's subtree
+        └── <skill>(<entities>) (then its effects awaited)    AwaitEffects over the skill's subtree
 
 and a conjunction is a Sequence of those. Every composite is without memory and the root is ticked at every
 control step, so a condition that stops holding (a drawer that slid shut, an object dropped) fails again
 and the skill that makes it true runs again: a failed hand-off is repaired by the tree itself.
+
+Two departures from re-checking everything every tick, both shown as decorators in the printed tree:
+- a skill's preconditions are checked when it starts, not while it runs (``CheckedAtStart``: the pick closes
+  the hand that ``HandEmpty()`` wanted empty; the place opens the hand that ``Grasped(object)`` wanted
+  closed). A skill that fails (an object dropped during a carry fails the place's own "object in gripper?")
+  has its preconditions checked again on the next tick, and their skills run again;
+- a skill that is not preemptible (``SkillSpec.preemptible``) runs to its end once started: its effect's
+  condition is not read until then (``AfterSkillEnds``): ``Grasped(object)`` holds as the fingers close,
+  before the lift.
 
 Refused, with a :class:`BackchainingError` that names the predicate and the chain that needed it: a
 predicate no skill achieves (:class:`NoSkillError`), an expansion that needs a predicate it is already
@@ -35,7 +44,7 @@ from handleit.predicates import Predicate, format_goal, parse_goal
 
 from .cabinet_nodes import Perceive
 from .common import StopAndHold, Tools
-from .predicate_nodes import DEFAULT_ENTITY_MASKS, PerceivePredicates, PredicateHolds
+from .predicate_nodes import DEFAULT_ENTITY_MASKS, STABLE_TICKS, PerceivePredicates, PredicateHolds
 from .skills import SkillSpec
 
 
@@ -134,45 +143,125 @@ class NotBuilt(py_trees.behaviour.Behaviour):
 
 
 class AwaitEffects(py_trees.decorators.Decorator):
-    """Reports a skill's SUCCESS as RUNNING for the tick it ends in. Predicates are perceived once per tick,
-    before the goal's conditions: in the tick a skill ends, the conditions after it still read what was
-    perceived before it acted, and would start skills for preconditions it has just made true. On the next
-    tick the condition above reads fresh perception: it holds (the skill is stopped), or it does not and the
-    skill runs again. Logs the skill's start and end in ``tools.skill_events`` (tick, skill, event)."""
+    """Reports a skill's SUCCESS as RUNNING, without ticking it, for up to ``await_ticks`` ticks: until the
+    condition above believes its effects (it then stops the skill). Predicates are perceived once per tick,
+    before the goal's conditions, and a change is believed only after :data:`STABLE_TICKS` ticks in a row
+    (behaviors/predicate_nodes.py): at once, the conditions would still read what was believed before the
+    skill acted and run it again. If its effects are still not believed after the wait, the skill runs again.
+    Logs the skill's start and end in ``tools.skill_events`` (tick, skill, event) and in ``tools.handoffs``
+    (those and the predicates perception believed then, and a failure's reason)."""
 
-    def __init__(self, name: str, child: py_trees.behaviour.Behaviour, tools, signature: str):
+    def __init__(self, name: str, child: py_trees.behaviour.Behaviour, tools, signature: str,
+                 await_ticks: int = STABLE_TICKS + 1):
         super().__init__(name=name, child=child)
-        self.tools, self.signature = tools, signature
+        self.tools, self.signature, self.await_ticks = tools, signature, await_ticks
         self.bb = self.attach_blackboard_client(namespace=tools.namespace)
         self.bb.register_key("tick", access=Access.READ)
+        self.bb.register_key("predicates", access=Access.READ)
+        self._done, self._waited = False, 0
+
+    def tick(self):
+        if self.status == Status.RUNNING and self._done and self._waited < self.await_ticks:
+            self._waited += 1
+            self.feedback_message = f"done: waiting for its effects to be believed ({self._waited} ticks)"
+            yield self
+            return
+        yield from super().tick()
 
     def _log(self, event: str) -> None:
         events = getattr(self.tools, "skill_events", None)
+        tick = int(self.bb.get("tick")) if self.bb.exists("tick") else -1
         if events is not None:
-            events.append((int(self.bb.get("tick")) if self.bb.exists("tick") else -1, self.signature, event))
+            events.append((tick, self.signature, event))
+        handoffs = getattr(self.tools, "handoffs", None)
+        if handoffs is not None:
+            # The hand-off: what perception believed of every condition when the skill started or ended, and
+            # why it failed (the last failed check's reason).
+            values = self.bb.get("predicates") if self.bb.exists("predicates") else None
+            entry = {"tick": tick, "skill": self.signature, "event": event,
+                     "predicates": {str(p): bool(v.holds) for p, v in (values or {}).items()},
+                     "unobserved": [str(p) for p, v in (values or {}).items() if not v.observed]}
+            reasons = getattr(self.tools, "failure_reasons", None)
+            if event == "failed" and reasons:
+                entry["failure"] = reasons[-1]
+            handoffs.append(entry)
 
     def initialise(self) -> None:
-        self._done = False
+        self._done, self._waited = False, 0
         self._log("started")
 
     def update(self) -> Status:
         status = self.decorated.status
-        if self._done and status != Status.SUCCESS:  # done, yet its condition fails: the skill runs again
-            self._done = False
+        if self._done and status != Status.SUCCESS:  # done, yet its effects are not believed: it runs again
+            self._done, self._waited = False, 0
             self._log("started")
         if status == Status.SUCCESS:
             if not self._done:
-                self._done = True
+                self._done, self._waited = True, 0
                 self._log("succeeded")
-            self.feedback_message = "done: its effects are checked on the next tick"
+            self.feedback_message = "done: waiting for its effects to be believed"
             return Status.RUNNING
         return status
 
     def terminate(self, new_status: Status) -> None:
         if new_status == Status.FAILURE:
             self._log("failed")
-        elif new_status == Status.INVALID and not self._done:  # stopped: its condition held before it ended
-            self._log("stopped")
+        elif new_status == Status.INVALID and not self._done and self.status != Status.FAILURE:
+            self._log("stopped")  # stopped: its condition held before it ended (not a failed run reset)
+
+
+def _skill_running(action: py_trees.behaviour.Behaviour) -> bool:
+    """Whether a skill's node (an AwaitEffects) has started and not ended yet."""
+    return action.status == Status.RUNNING and not getattr(action, "_done", False)
+
+
+class CheckedAtStart(py_trees.decorators.Decorator):
+    """A skill's precondition (its ``achieve <precondition>`` subtree), checked when the skill starts: while the
+    skill runs, SUCCESS without ticking the check (the skill may undo its own precondition: the pick closes
+    the hand that HandEmpty() wanted empty). Ticked as usual otherwise."""
+
+    def __init__(self, child: py_trees.behaviour.Behaviour, action: py_trees.behaviour.Behaviour):
+        super().__init__(name=f"{child.name} (at the start)", child=child)
+        self.action = action
+
+    def tick(self):
+        # Also while the skill waits for its effects to be believed: the open skill's HandEmpty() started the
+        # release while Open(drawer) was not yet believed (TidyIntoDrawer test seeds 1 and 2).
+        if self.action.status == Status.RUNNING:
+            self.feedback_message = f"held when {self.action.name.split(' (')[0]} started"
+            if self.status != Status.SUCCESS:
+                self.stop(Status.SUCCESS)
+            self.status = Status.SUCCESS
+            yield self
+            return
+        yield from super().tick()
+
+    def update(self) -> Status:
+        return self.decorated.status
+
+
+class AfterSkillEnds(py_trees.decorators.Decorator):
+    """A goal's condition that does not stop a skill that runs to its end (``SkillSpec.preemptible=False``):
+    FAILURE without reading the condition while one of ``actions`` runs (the selector above goes on ticking
+    it), the condition's result otherwise."""
+
+    def __init__(self, child: py_trees.behaviour.Behaviour, actions: list[py_trees.behaviour.Behaviour]):
+        super().__init__(name=f"{child.name} (once the skill ends)", child=child)
+        self.actions = list(actions)
+
+    def tick(self):
+        running = [a for a in self.actions if _skill_running(a)]
+        if running:
+            self.feedback_message = f"not read while {running[0].name.split(' (')[0]} runs"
+            if self.status != Status.FAILURE:
+                self.stop(Status.FAILURE)
+            self.status = Status.FAILURE
+            yield self
+            return
+        yield from super().tick()
+
+    def update(self) -> Status:
+        return self.decorated.status
 
 
 class SubtreeStub(py_trees.behaviour.Behaviour):
@@ -191,18 +280,24 @@ def _action(a: Achiever, tools) -> py_trees.behaviour.Behaviour:
         return NotBuilt(a.signature)
     if tools is None:
         return SubtreeStub(a.signature, a.skill.doc)
-    return AwaitEffects(f"{a.signature} (effects checked next tick)", a.skill.build(tools, **dict(a.binding)), tools,
+    return AwaitEffects(f"{a.signature} (then its effects awaited)", a.skill.build(tools, **dict(a.binding)), tools,
                         a.signature)
 
 
 def _ppa(e: Expansion, tools, placeholders: bool) -> py_trees.behaviour.Behaviour:
     namespace = "/goal" if tools is None else tools.namespace
-    children: list[py_trees.behaviour.Behaviour] = [PredicateHolds(e.predicate, namespace)]
+    achievers, run_to_end = [], []
     for a in e.achievers:
         action = _action(a, tools)
-        children.append(py_trees.composites.Sequence(a.signature, memory=False, children=[
-            *(_ppa(q, tools, placeholders) for q in a.preconditions), action]))
-    return py_trees.composites.Selector(f"achieve {e.predicate}", memory=False, children=children)
+        if not a.skill.preemptible:
+            run_to_end.append(action)
+        preconditions = [_ppa(q, tools, placeholders) for q in a.preconditions]
+        achievers.append(py_trees.composites.Sequence(a.signature, memory=False, children=[
+            *(CheckedAtStart(p, action) for p in preconditions), action]))
+    condition: py_trees.behaviour.Behaviour = PredicateHolds(e.predicate, namespace)
+    if run_to_end:
+        condition = AfterSkillEnds(condition, run_to_end)
+    return py_trees.composites.Selector(f"achieve {e.predicate}", memory=False, children=[condition, *achievers])
 
 
 def tree_for_goal(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ...], tools: Tools | Any = None,

@@ -112,29 +112,50 @@ class Perceive(Skill):
 
 
 def target_point_W(obs: Observation, handle: HandleAccumulator) -> np.ndarray | None:
-    """Where the target is, best guess first: merged handle points, the target part's points, or the nearest
-    object (points off the floor that are not the robot) when the part is not in view yet."""
+    """Where the target is, best guess first: merged handle points, the target part's points, the operator's
+    prompt, or the nearest object (points off the floor that are not the robot's, nor another mask's) when
+    the part is not in view yet. (The nearest object was the table in a long-horizon scene: the robot drove to
+    it and never saw the handle.)"""
     if handle.n_points:
         return handle.points.mean(axis=0)
     part = obs.points[obs.masks["target_link"]]
     if len(part) >= 5:
         return part.mean(axis=0)
-    objects = obs.points[(obs.points[:, 2] > FLOOR_CLEARANCE_M) & ~obs.masks["robot"]]
+    if obs.target_prompt_W is not None:  # the operator's prompt (a point, or a box: its centre)
+        prompt = np.asarray(obs.target_prompt_W, dtype=np.float64)
+        return prompt if prompt.ndim == 1 else prompt.mean(axis=0)
+    # Not the robot, nor what another mask names (a table, an object in a scene with several).
+    claimed = obs.masks["robot"].copy()
+    for name, mask in obs.masks.items():
+        if name not in ("target_link", "target_handle"):
+            claimed |= np.asarray(mask, dtype=bool)
+    objects = obs.points[(obs.points[:, 2] > FLOOR_CLEARANCE_M) & ~claimed]
     if not len(objects):
         return None
     d = np.linalg.norm(objects[:, :2] - obs.X_WB[:2, 3], axis=1)
     return objects[d < d.min() + 0.5].mean(axis=0)
 
 
+# Sides from which the handle is looked for, one per approach that ended without seeing it (rad, about the
+# target from the first side, the robot's): a long-horizon scene may start the robot beside or behind the cabinet.
+SEARCH_TURNS_RAD = (0.0, math.pi / 2, -math.pi / 2, math.pi)
+
+
 class ApproachPart(Skill):
     """Drive the base to a stand-off in front of the target, facing it, arm held: brings the handle into
-    view and the cabinet into reach while its points are merged. RUNNING (ended by its parallel sibling)."""
+    view and the cabinet into reach while its points are merged. Before the front is seen, the stand-off lies
+    toward where the robot stood at the approach's start; each approach that ends without a handle point looks
+    from the next side (:data:`SEARCH_TURNS_RAD`). RUNNING (ended by its parallel sibling)."""
 
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W"), writes=("command",))
+        self.unseen_approaches, self.started = 0, False
 
     def initialise(self):
-        self.q_hold = None
+        if self.started and not self.bb.handle.n_points:
+            self.unseen_approaches += 1
+        self.started = True
+        self.q_hold, self.side_W = None, None
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -145,7 +166,13 @@ class ApproachPart(Skill):
         if p is not None:
             outward = None if self.bb.front_normal_W is None else _horizontal_unit(self.bb.front_normal_W)
             if outward is None:
-                outward = _horizontal_unit(obs.X_WB[:3, 3] - p)
+                if self.side_W is None:
+                    toward = _horizontal_unit(obs.X_WB[:3, 3] - p)
+                    if toward is not None:
+                        turn = SEARCH_TURNS_RAD[self.unseen_approaches % len(SEARCH_TURNS_RAD)]
+                        c, s = math.cos(turn), math.sin(turn)
+                        self.side_W = np.array([c * toward[0] - s * toward[1], s * toward[0] + c * toward[1], 0.0])
+                outward = self.side_W
             if outward is not None:
                 base_xy = p[:2] + APPROACH_STANDOFF_M * outward[:2]
                 yaw = math.atan2(-outward[1], -outward[0])

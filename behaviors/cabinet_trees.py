@@ -50,13 +50,15 @@ MAX_ATTEMPTS = 3
 PRESHAPE_MARGIN_M = 0.02
 
 
-def grasp_steps(tools: Tools, door: bool = False) -> list[py_trees.behaviour.Behaviour]:
+def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 150) -> list[py_trees.behaviour.Behaviour]:
     """The handle grasp both cabinet trees (and the open and close skills, behaviors/skills.py) start with:
-    recover, find the handle, plan, reach, refine, move in, close the gripper, check the grasp holds."""
+    recover, find the handle, plan, reach, refine, move in, close the gripper, check the grasp holds.
+    ``handle_timeout_steps``: how long the approach may look for the handle (the skills drive farther)."""
     find = py_trees.composites.Parallel(
         "find handle", policy=ParallelPolicy.SuccessOnOne(),
         children=[ApproachPart("approach cabinet", tools),
-                  StepTimeout("handle seen in time?", WaitForHandle("wait for handle points", tools), 150, tools)],
+                  StepTimeout("handle seen in time?", WaitForHandle("wait for handle points", tools),
+                              handle_timeout_steps, tools)],
     )
     hinge = [EstimateHinge("estimate hinge", tools)] if door else []
     return [

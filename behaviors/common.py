@@ -41,6 +41,9 @@ class Tools:
     # Trees composed for a goal (behaviors/backchaining.py): (tick, skill, "started" / "succeeded" / "failed" /
     # "stopped"), in order: which skills ran, and where a chain broke.
     skill_events: list[tuple[int, str, str]] = field(default_factory=list)
+    # The same events with the predicates perception believed at each (the hand-offs), and a failure's reason:
+    # dicts {"tick", "skill", "event", "predicates": {predicate: bool}, "failure"?}.
+    handoffs: list[dict] = field(default_factory=list)
     realtime: bool = False  # planning nodes plan off the tick thread, the robot held still (behaviors/background.py)
     # Where a real-time plan runs: "thread" (a worker thread of this process) or "process" (the planning worker
     # process, behaviors/planning_worker.py: no solver holds this process's GIL). Lockstep plans in the tick.

@@ -16,6 +16,8 @@ Blackboard keys (besides ``TreeSolver``'s; initial values in :data:`MOBILE_PICK_
     q_raise           joint target with the arm and torso planned and the base held (raise the arm first)
     q_lift/X_WG_lift, q_above/X_WG_above, q_release/X_WG_release, q_retreat/X_WG_retreat: move targets
     held_points_G     [n, 3] the held object's points in the tool frame at grasp time
+    cabinet_footprint (Footprint, number of points): the cabinet with its open drawer on the floor, from the view
+                      that showed most of it; the base's routes keep out of it
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ from py_trees.common import Status
 from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
 from handleit.perception.place_targets import (
     DrawerInterior,
+    Footprint,
     PlaceTargetError,
     TableTop,
+    estimate_cabinet_footprint,
     estimate_drawer_interior,
     estimate_table_top,
     free_spot_on_table,
     standoff_base_xy_yaw,
 )
 from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
-from handleit.planning.base_routes import route_around_rectangle
+from handleit.planning.base_routes import route_around_rectangles
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
@@ -51,6 +55,10 @@ MIN_DOWN_COS = 0.5  # grasps approaching at least 30 degrees below horizontal: f
 # Where the base stands while the arm is raised: this far from the target (m): the mobile Panda's arm at rest
 # reaches 0.76 m ahead and 0.8 m to the right of the base, at 0.42 m, below most tables' tops.
 FAR_STANDOFF_M = 1.15
+# An object in an open drawer is looked at from this close along the drawer's outward direction: from the far
+# stand-off the cameras (1.5 m up, 45 degrees down) saw none of its points over the drawer's front wall in 2
+# of 3 test seeds (benchmarks/pick_place_skills.py, place_on).
+DRAWER_LOOK_M = 0.85
 EDGE_CLEARANCE_M = 0.95  # the base's origin at least this far off the table's edge at the far stand-off
 BODY_CLEARANCE_M = 0.25  # IK keeps the base origin this far beyond the table edge or the drawer front
 STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
@@ -73,6 +81,7 @@ MOBILE_PICK_BLACKBOARD = {
     "place_goal_W": None, "q_base": None, "q_raise": None, "q_lift": None, "X_WG_lift": None, "q_above": None,
     "X_WG_above": None, "q_release": None, "X_WG_release": None, "q_retreat": None, "X_WG_retreat": None,
     "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None, "q_tuck": None,
+    "cabinet_footprint": None,
 }
 
 
@@ -102,17 +111,43 @@ def _base_split(tools, q_from: np.ndarray, q_to: np.ndarray) -> tuple[np.ndarray
 # ----------------------------------------------------------------------------------------------------
 # Perception
 # ----------------------------------------------------------------------------------------------------
+FLOOR_Z_M = 0.03  # points lower than this are the floor
+
+
+def update_cabinet_footprint(bb, obs: Observation, part_mask: str = "target_link",
+                             handle_mask: str = "target_handle") -> None:
+    """The cabinet's footprint (body, target part, handle) from this view when it shows more of the cabinet
+    than the one ``bb.cabinet_footprint`` was made from. The body: points no mask claims, above the floor (in
+    the long-horizon scene the cabinet is all there is besides the masked table, object and robot)."""
+    outward = bb.drawer_outward_W if bb.drawer_outward_W is not None else _outward_of_part(obs, part_mask, handle_mask)
+    if outward is None:
+        return
+    claimed = np.zeros(len(obs.points), dtype=bool)
+    for mask in obs.masks.values():
+        claimed |= np.asarray(mask, dtype=bool)
+    cabinet = (~claimed & (obs.points[:, 2] > FLOOR_Z_M)) | _mask(obs, part_mask) | _mask(obs, handle_mask)
+    n = int(cabinet.sum())
+    if bb.cabinet_footprint is not None and bb.cabinet_footprint[1] >= n:
+        return
+    try:
+        bb.cabinet_footprint = (estimate_cabinet_footprint(obs.points[cabinet], outward), n)
+    except PlaceTargetError:
+        pass
+
+
 class PerceiveObject(Skill):
     """Every tick: the object (``object_mask``) from its points while not held, the height of what it rests
     on (the scene's points around it), and the table's top (``table_mask``: plane and rectangle) when seen.
     Always SUCCESS; the feedback says what was seen."""
 
     def __init__(self, name, tools, object_mask: str = "object", table_mask: str = "table"):
-        super().__init__(name, tools, reads=("observation", "grasped"), writes=("object", "support_z", "table_top"))
+        super().__init__(name, tools, reads=("observation", "grasped", "drawer_outward_W"),
+                         writes=("object", "support_z", "table_top", "cabinet_footprint"))
         self.object_mask, self.table_mask = object_mask, table_mask
 
     def update(self):
         obs: Observation = self.bb.observation
+        update_cabinet_footprint(self.bb, obs)
         obj_mask = _mask(obs, self.object_mask)
         table = obs.points[_mask(obs, self.table_mask)]
         if len(table) >= MIN_ENTITY_POINTS:
@@ -142,7 +177,7 @@ class PerceivePlaceRegion(Skill):
     def __init__(self, name, tools, where: str, part_mask: str = "target_link", handle_mask: str = "target_handle",
                  table_mask: str = "table", object_mask: str = "object"):
         super().__init__(name, tools, reads=("observation", "place_goal_W", "held_points_G"),
-                         writes=("place_region", "place_error", "drawer_outward_W"))
+                         writes=("place_region", "place_error", "drawer_outward_W", "cabinet_footprint"))
         if where not in ("inside", "on"):
             raise ValueError(f"where must be 'inside' or 'on', got {where!r}")
         self.where, self.part_mask, self.handle_mask = where, part_mask, handle_mask
@@ -153,6 +188,7 @@ class PerceivePlaceRegion(Skill):
         if self.bb.place_goal_W is not None:  # planned: keep the region the plan was made on
             return Status.SUCCESS
         obs: Observation = self.bb.observation
+        update_cabinet_footprint(self.bb, obs, self.part_mask, self.handle_mask)
         try:
             if self.where == "inside":
                 part = obs.points[_mask(obs, self.part_mask)]
@@ -236,7 +272,7 @@ class ApproachStandoff(Skill):
 
     def __init__(self, name, tools, entity: str, gripper="open"):
         super().__init__(name, tools, reads=("observation", "tick", "object", "table_top", "place_region",
-                                             "drawer_outward_W"), writes=("command", "reference"))
+                                             "drawer_outward_W", "cabinet_footprint"), writes=("command", "reference"))
         self.entity, self.gripper = entity, gripper
         # Carrying (gripper closed on the object, arm tucked): a little slower, ramped over 0.5 s instead of
         # 0.15 s, so that the base's acceleration does not shake the object in the fingers.
@@ -286,11 +322,17 @@ class ApproachStandoff(Skill):
             target, top, outward = self._target(obs)
             if target is None:
                 return self.fail(f"{self.entity}: neither seen nor prompted")
-            xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], FAR_STANDOFF_M, top=top, outward_W=outward,
+            distance = DRAWER_LOOK_M if self.entity == "object" and outward is not None else FAR_STANDOFF_M
+            xy, yaw = standoff_base_xy_yaw(target, obs.X_WB[:2, 3], distance, top=top, outward_W=outward,
                                            clearance_m=EDGE_CLEARANCE_M)
-            table = self.bb.table_top
-            route = [xy] if table is None else route_around_rectangle(
-                obs.qpos[i[:2]], xy, table.center_W[:2], table.axes_W, table.half_extent_m, ROUTE_MARGIN_M)
+            # Around what the base must not drive into: the table, and the cabinet with its open drawer (it
+            # pushed an open drawer 5 cm shut on its way past, TidyIntoDrawer test seed 1).
+            table, cabinet = self.bb.table_top, self.bb.cabinet_footprint
+            obstacles = [] if table is None else [(table.center_W[:2], table.axes_W, table.half_extent_m)]
+            if cabinet is not None:
+                footprint: Footprint = cabinet[0]
+                obstacles.append((footprint.center_W, footprint.axes_W, footprint.half_extent_m))
+            route = route_around_rectangles(obs.qpos[i[:2]], xy, obstacles, ROUTE_MARGIN_M)
             if top is not None or outward is not None:  # from the estimate: keep it (it refines as it nears)
                 self.latched = (route, yaw)
                 self.waypoint, self.best, self.since_best = 0, math.inf, 0
@@ -413,12 +455,15 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
     edge plus the body's clearance), the grasp and the lift (arm alone from the pregrasp). FAILURE ("no
     reachable grasp") saying how many failed where."""
 
-    def __init__(self, name, tools, object_mask: str = "object"):
+    def __init__(self, name, tools, object_mask: str = "object", grasp_predictor=None):
+        """``grasp_predictor``: a predictor of its own (a tree whose ``tools.grasp_predictor`` grasps handles,
+        as the goal trees' open skill does); None: ``tools.grasp_predictor``."""
         super().__init__(name, tools, reads=("observation", "object", "support_z", "table_top", "attempt",
                                              "failed_grasps"),
                          writes=("grasp", "X_WG_pregrasp", "X_WG_grasp", "q_pregrasp", "q_grasp", "q_lift",
                                  "X_WG_lift", "q_raise", "target_at_grasp"))
         self.object_mask = object_mask
+        self.grasp_predictor = grasp_predictor
 
     def snapshot(self) -> dict:
         return {"observation": self.bb.observation, "object": self.bb.object, "support_z": self.bb.support_z,
@@ -439,13 +484,25 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         else:
             points = obs.points
         try:
-            grasps = tools.grasp_predictor.predict(points, masks, table_z=snap["support_z"], seed=snap["attempt"])
+            predictor = self.grasp_predictor or tools.grasp_predictor
+            grasps = predictor.predict(points, masks, table_z=snap["support_z"], seed=snap["attempt"])
         except ValueError as error:
             return "fail", f"grasp predictor: {error}"
         grasps = [g for g in grasps if -g.X_WG[2, 2] >= MIN_DOWN_COS][:MAX_GRASPS]
         if not grasps:
             return "fail", "no grasp from above fits the object's points"
         keep_out = _keep_out(obj.center_W, snap["table_top"])
+        top = snap["table_top"]
+        if top is None or not np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m):
+            # Not on the table: in a drawer. The base keeps beyond the drawer's front (the table's edge rule
+            # would let it drive into the drawer), when the drawer's inside is seen.
+            try:
+                interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
+                                                    handle_points_W=obs.points[_mask(obs, "target_handle")])
+                front_m = float(np.linalg.norm(interior.front_W[:2] - obj.center_W[:2]))
+                keep_out = (np.asarray(obj.center_W, dtype=np.float64), front_m + BODY_CLEARANCE_M)
+            except PlaceTargetError:
+                pass
         starts = wrist_roll_starts(tools, obs.qpos)
         counts = {"pregrasp": 0, "grasp": 0, "lift": 0}
         base = tools.model.base_joint_names
@@ -667,6 +724,63 @@ class Released(Skill):
             return self.fail(f"fingers at {gap * 1000:.0f} mm, clamped at {clamped * 1000:.0f} mm: not open")
         self.bb.grasped = False
         self.feedback_message = f"open at {gap * 1000:.0f} mm"
+        return Status.SUCCESS
+
+
+class HeldOverPlace(Skill):
+    """Check, after a lowering that stalled short (the held object resting on something it was not planned to
+    meet: TidyIntoDrawer test seeds 1 and 2 stalled 10-22 cm above the plan): the hand is over the place
+    region (inside the drawer opening's rectangle, or the table top's), so that letting go there still puts
+    the object in or on it. FAILURE otherwise."""
+
+    def __init__(self, name, tools, where: str):
+        super().__init__(name, tools, reads=("observation", "place_region"))
+        self.where = where
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        region = self.bb.place_region
+        if region is None:
+            return self.fail("no place region")
+        p_WT = obs.X_WT[self.tools.side][:3, 3]
+        if self.where == "inside":
+            interior: DrawerInterior = region
+            d = p_WT - interior.center_W
+            local = np.array([d @ interior.outward_W, d @ interior.lateral_W])
+            half = interior.size_m / 2
+        else:
+            top: TableTop = region[0]
+            local, half = top.local_xy(p_WT), top.half_extent_m
+        if np.all(np.abs(local) <= half):
+            self.feedback_message = f"hand over the {'opening' if self.where == 'inside' else 'top'}: let go here"
+            return Status.SUCCESS
+        return self.fail(f"hand {np.round(np.abs(local) - half, 3)} m outside the place region: not over it")
+
+
+class PlanRetreat(Skill):
+    """After the release: the hand straight up by the torso alone, from where the robot stands now (arm and
+    base held): over the rim or top by :data:`RETREAT_M` more than the hand was above the release. A joint-
+    space line to an IK retreat swung the hand sideways into the drawer's walls (test seed 1: stalled 0.32 rad
+    short). Falls back to the planned ``q_retreat`` (IK) when the torso's range is short; writes ``q_retreat``.
+    Always SUCCESS."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "X_WG_above", "X_WG_release", "q_retreat"),
+                         writes=("q_retreat",))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        torso = self.tools.base_index[3]
+        X_above, X_release = self.bb.X_WG_above, self.bb.X_WG_release
+        rise = RETREAT_M + (0.0 if X_above is None or X_release is None else max(0.0, X_above[2, 3] - X_release[2, 3]))
+        upper = float(self.tools.model.joint_limits[torso, 1])
+        if obs.qpos[torso] + rise <= upper or self.bb.q_retreat is None:
+            q = obs.qpos.copy()
+            q[torso] = min(upper, obs.qpos[torso] + rise)
+            self.bb.q_retreat = q
+            self.feedback_message = f"torso up {100 * (q[torso] - obs.qpos[torso]):.0f} cm"
+        else:
+            self.feedback_message = "torso range short: the planned retreat (IK)"
         return Status.SUCCESS
 
 

@@ -28,9 +28,11 @@ with their predicates); ``hold=True`` adds a final hold, for running one alone a
         ├── drawer opening seen? / table top seen?     check: the estimator's estimate (or why not)
         ├── plan placement (IK)                        object's footprint inside the opening; IK above, release,
         │                                              retreat
-        ├── carry over it (Parallel)                   raise arm, drive in, lower; "object in gripper?"
+        ├── carry over it (Parallel)                   raise arm, drive in, lower (stalled short: "held over
+        │                                              the place?"); "object in gripper?"
         ├── open gripper
         ├── released?                                  check: the fingers opened
+        ├── plan retreat (torso up)                    the hand straight up by the torso, arm and base held
         ├── retreat in time?                           hand straight up
         └── object left behind?                        check: its points stayed down, where they were put
 """
@@ -44,6 +46,7 @@ from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripp
 from .mobile_pick_nodes import (
     MOBILE_PICK_BLACKBOARD,
     ApproachStandoff,
+    HeldOverPlace,
     Lifted,
     MoveJoints,
     ObjectInHand,
@@ -54,6 +57,7 @@ from .mobile_pick_nodes import (
     PlaceRegionSeen,
     PlanMobileGrasp,
     PlanPlace,
+    PlanRetreat,
     PlanTuck,
     RecordHeldObject,
     Released,
@@ -77,9 +81,10 @@ def _with_object_check(name: str, tools: Tools, moves, object_mask: str):
 
 
 def create_pick_tree(tools: Tools, object_mask: str = "object", table_mask: str = "table",
-                     hold: bool = False) -> py_trees.behaviour.Behaviour:
+                     hold: bool = False, grasp_predictor=None) -> py_trees.behaviour.Behaviour:
     """Pick the object (``object_mask``: the mask name the segmenter writes) from where it rests, with the
-    mobile base: drive, plan grasps with whole-body IK, grasp for real, lift. See the module docstring."""
+    mobile base: drive, plan grasps with whole-body IK, grasp for real, lift. See the module docstring.
+    ``grasp_predictor``: the object grasps' predictor, if not ``tools.grasp_predictor``."""
     grasp = MoveToConfiguration(
         "move in along the approach", tools, "q_grasp", "X_WG_grasp", lateral_tolerance_m=0.006,
         axial_tolerance_m=0.006, angle_tolerance_rad=0.05, base_tolerance_m=0.03, patience=10,
@@ -90,7 +95,7 @@ def create_pick_tree(tools: Tools, object_mask: str = "object", table_mask: str 
         Recover("recover", tools),
         _timed("drive to the object in time?", ApproachStandoff("drive to the object", tools, "object"), tools, 12.0),
         ObjectSeen("object seen?", tools, object_mask),
-        PlanMobileGrasp("plan grasp (whole-body IK)", tools, object_mask),
+        PlanMobileGrasp("plan grasp (whole-body IK)", tools, object_mask, grasp_predictor),
         _timed("raise arm in time?", MoveJoints("raise arm", tools, "q_raise"), tools, 5.0),
         _timed("drive to pregrasp in time?", MoveJoints("drive to pregrasp", tools, "q_pregrasp", tolerance=0.015),
                tools, 8.0),
@@ -137,7 +142,8 @@ def create_place_tree(tools: Tools, where: str = "inside", object_mask: str = "o
         _timed("raise arm in time?", MoveJoints("raise arm", tools, "q_raise", gripper="close"), tools, 5.0),
         _timed("drive over it in time?", MoveJoints("drive over it", tools, "q_above", gripper="close",
                                                     tolerance=0.015), tools, 8.0),
-        _timed("lower in time?", lower, tools, 4.0),
+        py_trees.composites.Selector("lower", memory=True, children=[
+            _timed("lower in time?", lower, tools, 4.0), HeldOverPlace("held over the place?", tools, where)]),
     ], object_mask)
     children = [
         carry_to,
@@ -146,6 +152,7 @@ def create_place_tree(tools: Tools, where: str = "inside", object_mask: str = "o
         carry_over,
         OperateGripper("open gripper", tools, "open", max_steps=seconds_to_steps(tools, 0.6)),
         Released("released?", tools),
+        PlanRetreat("plan retreat (torso up)", tools),
         _timed("retreat in time?", MoveJoints("retreat", tools, "q_retreat", gripper="open", speed_fraction=0.4),
                tools, 4.0),
         ObjectLeftBehind("object left behind?", tools, object_mask),

@@ -22,6 +22,7 @@ from py_trees.common import Access, Status
 
 from handleit.perception.point_cloud import estimate_front_normal
 from handleit.perception.predicates import (
+    OPEN_FRACTION_OF_TRAVEL,
     OpeningTracker,
     PredicateEvidence,
     evaluate_closed,
@@ -42,6 +43,11 @@ MIN_FRONT_POINTS = 30  # fewer part points give no front normal of one's own
 # front's layer and the box are the part's. Envs with other masks pass their own mapping.
 DEFAULT_ENTITY_MASKS = {"drawer": "target_link", "object": "object", "table": "table"}
 HANDLE_MASK = "target_handle"
+# A predicate's value changes only once perception has said so this many ticks in a row (0.2 s at 100 Hz):
+# driving away from an open drawer, the opening read from a new viewpoint flickered to Closed for 1-6 ticks
+# (TidyIntoDrawer test seed 1), and each flicker started the open skill, stopping the pick.
+STABLE_TICKS = 20
+OPEN_HOLD_FRACTION = 0.8  # a part believed Open is Open down to this fraction of its travel (hysteresis)
 GOAL_BLACKBOARD: dict[str, Any] = {"predicates": None, "part_opening_m": None, "part_travel_m": None}
 
 
@@ -53,10 +59,12 @@ def _mask(obs: Observation, name: str) -> np.ndarray | None:
 class PerceivePredicates(Skill):
     """Every tick: evaluate ``predicates`` (ground, not negated) from the observation and the blackboard.
     A predicate perception cannot see this tick (a closed drawer hides what it holds) keeps its last seen
-    value, its evidence marked "remembered". Always SUCCESS."""
+    value, its evidence marked "remembered". A value changes once perception has said so ``stable_ticks``
+    ticks in a row (the first value at once); until then the evidence says "not yet believed". Always
+    SUCCESS."""
 
     def __init__(self, name: str, tools: Tools, predicates: tuple[Predicate, ...],
-                 entity_masks: dict[str, str] | None = None):
+                 entity_masks: dict[str, str] | None = None, stable_ticks: int = STABLE_TICKS):
         super().__init__(name, tools, reads=("observation", "front_normal_W", "open_state", "part_travel_m",
                                              "predicates", "part_opening_m"),
                          writes=("predicates", "part_opening_m", "part_travel_m"))
@@ -65,6 +73,11 @@ class PerceivePredicates(Skill):
         self.trackers: dict[str, OpeningTracker] = {}
         self.normals: dict[str, np.ndarray] = {}
         self.last_seen: dict[Predicate, PredicateEvidence] = {}
+        if stable_ticks < 1:
+            raise ValueError(f"stable_ticks must be at least 1, got {stable_ticks}")
+        self.stable_ticks = stable_ticks
+        self.believed: dict[Predicate, bool] = {}
+        self.against: dict[Predicate, int] = {}  # ticks in a row perception has said the opposite of the belief
 
     def _points(self, obs: Observation, entity: str) -> np.ndarray | None:
         mask = _mask(obs, self.entity_masks.get(entity, entity))
@@ -106,7 +119,10 @@ class PerceivePredicates(Skill):
             if p.name == "Closed":
                 result = evaluate_closed(opening)
             else:
-                result = evaluate_open(opening, (self.bb.part_travel_m or {}).get(p.args[0]))
+                # Hysteresis: a drawer believed Open stays so down to OPEN_HOLD_FRACTION of its travel (seen from
+                # a robot driving away, open drawers read 5 cm short: the open skill stopped the pick three times).
+                fraction = OPEN_HOLD_FRACTION if self.believed.get(p) else OPEN_FRACTION_OF_TRAVEL
+                result = evaluate_open(opening, (self.bb.part_travel_m or {}).get(p.args[0]), fraction)
             return PredicateEvidence(result.holds, f"{result.evidence} ({source})", result.observed)
         side = self.tools.side
         X_WT = obs.X_WT.get(side)
@@ -135,6 +151,18 @@ class PerceivePredicates(Skill):
             return evaluate_on_top_of(a, b)
         raise ValueError(f"no perception for predicate {p}")
 
+    def _debounced(self, p: Predicate, result: PredicateEvidence) -> PredicateEvidence:
+        if p not in self.believed or result.holds == self.believed[p]:
+            self.believed[p], self.against[p] = result.holds, 0
+            return result
+        self.against[p] += 1
+        if self.against[p] >= self.stable_ticks:
+            self.believed[p], self.against[p] = result.holds, 0
+            return result
+        return PredicateEvidence(self.believed[p], f"{'holds' if self.believed[p] else 'does not hold'}; not yet "
+                                 f"believed ({self.against[p]} of {self.stable_ticks} ticks): {result.evidence}",
+                                 result.observed)
+
     def update(self) -> Status:
         obs: Observation = self.bb.observation
         values, openings = {}, {}
@@ -145,7 +173,7 @@ class PerceivePredicates(Skill):
             elif p in self.last_seen:
                 last = self.last_seen[p]
                 result = PredicateEvidence(last.holds, f"remembered ({result.evidence}): {last.evidence}", False)
-            values[p] = result
+            values[p] = self._debounced(p, result)
         self.bb.predicates = values
         self.bb.part_opening_m = {entity: value for entity, (value, _) in openings.items()}
         if self.bb.part_travel_m is None:

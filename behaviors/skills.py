@@ -11,8 +11,21 @@ target part named by the ``target_link`` / ``target_handle`` masks):
     close(part)   grasp the handle and push the part shut, slowing as it closes, with the checks "handle in
                   gripper?" and "making progress?": Closed(part)
 
-Declared only, with no subtree yet (the long-horizon tasks of issue 19 need them on the mobile robot): pick,
-place on, place inside, release. A goal whose composition needs one of them is refused by
+    release       open the gripper and back the hand off along its approach (the arm alone): HandEmpty()
+    pick(object)  the mobile pick subtree (behaviors/mobile_pick_trees.py): drive to the object, whole-body IK
+                  grasp from above, close, lift; needs Open(drawer) (the object may lie in it) and HandEmpty():
+                  Grasped(object)
+    place inside(object, part)   carry the held object to the open part, lower it in, let go, retreat; needs
+                  Open(part) and Grasped(object): InsideOf(object, part)
+    place on(object, surface)    the same onto the table: OnTopOf(object, surface)
+
+Open and close are preemptible: their effect's condition stops them as soon as it holds (a pull stopped at
+Open). Pick, place and release run to their end once started (``preemptible=False``): Grasped holds from the
+moment the fingers close, before the lift the place needs, and a place half done is no hand-off. Every
+skill's preconditions are checked when it starts, not while it runs: a skill may undo its own precondition
+(the pick closes the hand that HandEmpty wanted empty); behaviors/backchaining.py.
+
+A skill whose ``build`` is None is declared only; a goal whose composition needs one is refused by
 :func:`~handleit.behaviors.backchaining.tree_for_goal` unless it is asked for a placeholder.
 """
 
@@ -28,13 +41,32 @@ from py_trees.common import ParallelPolicy, Status
 from handleit.predicates import Predicate
 from handleit.types import Observation
 
+from handleit.perception.grasp_predictors import get_grasp_predictor
+
 from .cabinet_nodes import PULL_RAMP_STEPS, HandleInGripper, MakingProgress, PullDrawer
 from .cabinet_trees import MAX_ATTEMPTS, grasp_steps
-from .common import Skill, Tools
+from .common import OperateGripper, Skill, Tools, wrist_roll_starts
+from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints
+from .mobile_pick_trees import create_pick_tree, create_place_tree
+from .pick_nodes import seconds_to_steps
+from .pick_trees import PICK_BLACKBOARD
 from .predicate_nodes import RecordTravel
 
 # The parts the built subtrees can act on: the entities the target masks name (predicate_nodes.DEFAULT_ENTITY_MASKS).
 TARGET_PART = "drawer"
+OBJECT, SURFACE = "object", "table"  # the object the pick and place skills move, the surface they put it on
+OBJECT_GRASP_PREDICTOR = "antipodal_6dof"  # the pick's grasps (the solver's own predictor grasps handles)
+BACK_OFF_M = 0.10  # the release backs the hand off this far along its approach
+# The open and close skills look for the handle this long (steps): the robot may start 2-3 m from the cabinet,
+# beside or behind it (the cabinet trees' 150 steps assume it starts 1.6-1.8 m in front).
+SKILL_HANDLE_TIMEOUT_STEPS = 400
+# The blackboard keys of the pick and place subtrees (a goal solver's blackboard holds them too).
+PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None}
+# Forgotten when a pick starts (again): what the last pick saw, planned and held.
+PICK_KEYS = {"object": None, "support_z": None, "grasped": False, "clamped_gap_m": None, "held_points_G": None,
+             "target_at_grasp": None, "failed_grasps": []}
+# Forgotten when a place starts (again): the region and the plan of the last place.
+PLACE_KEYS = {"place_region": None, "place_error": None, "place_goal_W": None}
 # The push slows with the part's opening as if the closed pose were this much farther (m): the drawer meets
 # its stop still moving (gain x 2 cm = 6 cm/s), instead of creeping up to it.
 PUSH_PAST_CLOSED_M = 0.02
@@ -54,6 +86,8 @@ class SkillSpec:
     effects: tuple[Predicate, ...]
     build: Callable[..., py_trees.behaviour.Behaviour] | None = None
     doc: str = ""
+    # True: the effect's condition stops the skill as soon as it holds; False: once started, it runs to its end.
+    preemptible: bool = True
 
     def __post_init__(self) -> None:
         if not self.effects:
@@ -101,7 +135,8 @@ def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
         children=[pull_drawer, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        *grasp_steps(tools), pull, RecordTravel(f"remember travel of {part}", tools, part)])
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), pull,
+        RecordTravel(f"remember travel of {part}", tools, part)])
     return py_trees.decorators.Retry("grasp and pull", attempt, MAX_ATTEMPTS)
 
 
@@ -185,28 +220,116 @@ def close_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
         children=[push_drawer, HandleInGripper("handle in gripper?", tools),
                   MakingClosingProgress("making progress?", tools, part)],
     )
-    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[*grasp_steps(tools), push])
+    attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), push])
     return py_trees.decorators.Retry("grasp and push", attempt, MAX_ATTEMPTS)
+
+
+class Forget(Skill):
+    """Set ``keys`` back to their initial values: a skill started again does not act on what its last run
+    saw and planned. SUCCESS at once."""
+
+    def __init__(self, name: str, tools: Tools, keys: dict):
+        super().__init__(name, tools, writes=tuple(keys))
+        self.keys = dict(keys)
+
+    def update(self) -> Status:
+        for key, value in self.keys.items():
+            self.bb.set(key, list(value) if isinstance(value, list) else value, overwrite=True)
+        self.feedback_message = f"forgot {', '.join(self.keys)}"
+        return Status.SUCCESS
+
+
+class PlanBackOff(Skill):
+    """The arm's configuration with the hand :data:`BACK_OFF_M` back along its approach (its z axis), the base
+    where it stands (IK); written to ``q_back_off``. Also forgets the grasp (``grasped``, ``clamped_gap_m``):
+    the gripper has been opened. FAILURE: no IK."""
+
+    def __init__(self, name: str, tools: Tools):
+        super().__init__(name, tools, reads=("observation",), writes=("q_back_off", "grasped", "clamped_gap_m"))
+
+    def update(self) -> Status:
+        obs: Observation = self.bb.observation
+        tools = self.tools
+        self.bb.grasped, self.bb.clamped_gap_m = False, None
+        X_WT = obs.X_WT[tools.side]
+        X_back = X_WT.copy()
+        X_back[:3, 3] -= BACK_OFF_M * X_WT[:3, 2]
+        result = tools.ik.solve(obs.qpos, {tools.side: X_back}, fixed_joints=tools.model.base_joint_names[:3],
+                                initial_guesses=wrist_roll_starts(tools, obs.qpos))
+        if not result.success:
+            return self.fail(f"no IK for the back-off: {result.message}")
+        self.bb.q_back_off = result.q
+        self.feedback_message = f"hand back to {np.round(X_back[:3, 3], 2)}"
+        return Status.SUCCESS
+
+
+def release_subtree(tools: Tools) -> py_trees.behaviour.Behaviour:
+    """Open the gripper, then back the hand off along its approach, arm alone."""
+    return py_trees.composites.Sequence("release", memory=True, children=[
+        OperateGripper("open gripper", tools, "open", max_steps=seconds_to_steps(tools, 0.6)),
+        PlanBackOff("plan back-off (IK)", tools),
+        MoveJoints("back off", tools, "q_back_off", gripper="open", speed_fraction=0.5),
+    ])
+
+
+def pick_subtree(tools: Tools, object: str) -> py_trees.behaviour.Behaviour:
+    """Forget the last pick, then the mobile pick subtree (behaviors/mobile_pick_trees.py) with the object
+    grasp predictor :data:`OBJECT_GRASP_PREDICTOR`."""
+    if object != OBJECT:
+        raise ValueError(f"the pick skill moves the object the masks name ({OBJECT!r}); got {object!r}")
+    predictor = get_grasp_predictor(OBJECT_GRASP_PREDICTOR)
+    return py_trees.composites.Sequence(f"pick {object}", memory=True, children=[
+        Forget("forget the last pick", tools, PICK_KEYS), create_pick_tree(tools, grasp_predictor=predictor)])
+
+
+def place_inside_subtree(tools: Tools, object: str, part: str) -> py_trees.behaviour.Behaviour:
+    """Forget the last place, then carry the held object into the open drawer (behaviors/mobile_pick_trees.py)."""
+    if object != OBJECT:
+        raise ValueError(f"the place skills move the object the masks name ({OBJECT!r}); got {object!r}")
+    _check_target("place inside", part)
+    return py_trees.composites.Sequence(f"place {object} inside {part}", memory=True, children=[
+        Forget("forget the last place", tools, PLACE_KEYS), create_place_tree(tools, "inside")])
+
+
+def place_on_subtree(tools: Tools, object: str, surface: str) -> py_trees.behaviour.Behaviour:
+    """Forget the last place, then carry the held object onto the table (behaviors/mobile_pick_trees.py)."""
+    if object != OBJECT:
+        raise ValueError(f"the place skills move the object the masks name ({OBJECT!r}); got {object!r}")
+    if surface != SURFACE:
+        raise ValueError(f"the place-on skill puts the object on the surface the masks name ({SURFACE!r}); "
+                         f"got {surface!r}")
+    return py_trees.composites.Sequence(f"place {object} on {surface}", memory=True, children=[
+        Forget("forget the last place", tools, PLACE_KEYS), create_place_tree(tools, "on")])
 
 
 def _p(text: str, *args: str, negated: bool = False) -> Predicate:
     return Predicate(text, tuple(args), negated)
 
 
-OPEN = SkillSpec("open", ("part",), (), (_p("Open", "part"),), open_part_subtree,
+# Both grasp the handle: the hand empty first (TidyIntoDrawer test seed 2 started the close with the object
+# still held after a place that stalled low; the close's approach let it fall).
+OPEN = SkillSpec("open", ("part",), (_p("HandEmpty"),), (_p("Open", "part"),), open_part_subtree,
                  "grasp the handle, pull to the end stop")
-CLOSE = SkillSpec("close", ("part",), (), (_p("Closed", "part"),), close_part_subtree,
+CLOSE = SkillSpec("close", ("part",), (_p("HandEmpty"),), (_p("Closed", "part"),), close_part_subtree,
                   "grasp the handle, push shut")
-# Declared for the long-horizon tasks; no subtree yet on the mobile robot.
-RELEASE = SkillSpec("release", (), (), (_p("HandEmpty"),), None, "open the gripper, back away")
-PICK = SkillSpec("pick", ("object",), (_p("HandEmpty"),), (_p("Grasped", "object"),), None,
-                 "grasp the object and lift it")
+# The long-horizon tasks' skills on the mobile robot: run to their end once started.
+RELEASE = SkillSpec("release", (), (), (_p("HandEmpty"),), release_subtree, "open the gripper, back away",
+                    preemptible=False)
+# The pick also needs the drawer open: in the long-horizon scene the object rests on the table or in the target
+# drawer, and a closed drawer hides it (the vocabulary has no "reachable"; InsideOf is not seen through a closed
+# front, so it cannot say which). A pick from the table is then preceded by the opening TidyIntoDrawer needs
+# anyway; SetTable's pick from the drawer needs it.
+PICK = SkillSpec("pick", ("object",), (_p("Open", TARGET_PART), _p("HandEmpty")), (_p("Grasped", "object"),),
+                 pick_subtree, "grasp the object and lift it", preemptible=False)
 PLACE_ON = SkillSpec("place on", ("object", "surface"), (_p("Grasped", "object"),),
-                     (_p("OnTopOf", "object", "surface"),), None, "carry the held object over the surface, let go")
+                     (_p("OnTopOf", "object", "surface"),), place_on_subtree,
+                     "carry the held object over the surface, let go", preemptible=False)
 # Open first: the open skill grasps the handle, so the object is picked after it (a precondition the
 # action undoes would be re-achieved for ever).
 PLACE_INSIDE = SkillSpec("place inside", ("object", "part"), (_p("Open", "part"), _p("Grasped", "object")),
-                         (_p("InsideOf", "object", "part"),), None, "carry the held object into the open part, let go")
+                         (_p("InsideOf", "object", "part"),), place_inside_subtree,
+                         "carry the held object into the open part, let go", preemptible=False)
 
-DRAWER_SKILLS: tuple[SkillSpec, ...] = (OPEN, CLOSE)
+DRAWER_SKILLS: tuple[SkillSpec, ...] = (OPEN, CLOSE, RELEASE)
 MOBILE_SKILLS: tuple[SkillSpec, ...] = (OPEN, CLOSE, RELEASE, PICK, PLACE_ON, PLACE_INSIDE)

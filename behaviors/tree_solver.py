@@ -150,6 +150,7 @@ class TreeSolver:
             "tree": self.unicode_tree(),
             **({"skill_events": [list(e) for e in self.tools.skill_events]} if self.tools and self.tools.skill_events
                else {}),
+            **({"handoffs": list(self.tools.handoffs)} if self.tools and self.tools.handoffs else {}),
         }
 
     # Display ----------------------------------------------------------------------------------------

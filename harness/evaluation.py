@@ -190,8 +190,18 @@ class _EpisodeRunner:
             record.target_link = robot.info.get("target_link")
             solver = make_solver(spec.solver, spec.task, robot.model, segmenter=spec.segmenter)
             solver.reset(observation)
+            # At each hand-off of a composed tree (a skill started or ended), the env's ground truth of the
+            # predicates perception believed: for the records' predicate accuracy, never shown to the solver.
+            truth_of = getattr(env.unwrapped, "evaluate_predicates", None)
+            handoff_truth: list[dict[str, Any]] = []
             while not robot.done:
                 command = solver.step(observation)
+                handoffs = getattr(getattr(solver, "tools", None), "handoffs", None) or []
+                if truth_of is not None and len(handoffs) > len(handoff_truth):
+                    for entry in handoffs[len(handoff_truth):]:
+                        handoff_truth.append({"tick": entry["tick"], "skill": entry["skill"], "event": entry["event"],
+                                              "truth": truth_of(list(entry["predicates"])) if entry["predicates"]
+                                              else {}})
                 robot.act(command)
                 observation = robot.observe()
                 if spec.video_path:
@@ -205,6 +215,8 @@ class _EpisodeRunner:
             record.failed_node = None if record.success else (getattr(solver, "failed_node", None) or "timeout")
             if hasattr(solver, "diagnostics"):
                 record.diagnostics = solver.diagnostics()
+            if handoff_truth:
+                record.diagnostics["handoff_truth"] = handoff_truth
         except Exception:  # one bad episode must not end the run: record it and go on
             record.error = traceback.format_exc(limit=8)
             record.failed_node = record.failed_node or "error"

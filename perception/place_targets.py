@@ -172,6 +172,41 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
                           np.array([front_xy[0], front_xy[1], floor_z]))
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """A rectangle on the floor that the base keeps out of (a cabinet with its open drawer): centre (xy, m),
+    axes (unit rows, xy: out of the cabinet, then along its front) and half sizes (m) along them."""
+
+    center_W: np.ndarray  # [2]
+    axes_W: np.ndarray  # [2, 2]
+    half_extent_m: np.ndarray  # [2]
+
+
+CABINET_MIN_POINTS = 100  # fewer cabinet points: no footprint
+CABINET_MIN_DEPTH_M = 0.4  # seen from the front, a cabinet is at least this deep behind its front face
+
+
+def estimate_cabinet_footprint(cabinet_points_W, outward_W, min_depth_m: float = CABINET_MIN_DEPTH_M) -> Footprint:
+    """The floor rectangle of a cabinet (its body, parts and handles: ``cabinet_points_W`` [N, 3], m, world),
+    aligned with its outward direction (``outward_W``, [2] or [3], horizontal): the 1st-99th percentile extent
+    of the points along it and across, reaching at least ``min_depth_m`` behind the front-most points (seen
+    from the front, the back is hidden). Raises PlaceTargetError with fewer than :data:`CABINET_MIN_POINTS`."""
+    p = as_points(cabinet_points_W, "cabinet_points_W")
+    if len(p) < CABINET_MIN_POINTS:
+        raise PlaceTargetError(f"cabinet: {len(p)} points, need {CABINET_MIN_POINTS}")
+    out = np.asarray(outward_W, dtype=np.float64)[:2]
+    norm = float(np.linalg.norm(out))
+    if not np.isfinite(norm) or norm < 1e-9:
+        raise PlaceTargetError(f"cabinet: outward direction {outward_W} has no horizontal part")
+    out = out / norm
+    axes = np.stack([out, np.array([-out[1], out[0]])])
+    local = p[:, :2] @ axes.T
+    lo, hi = np.percentile(local, 1, axis=0), np.percentile(local, 99, axis=0)
+    lo[0] = min(lo[0], hi[0] - min_depth_m)
+    centre_local = 0.5 * (lo + hi)
+    return Footprint(centre_local @ axes, axes, 0.5 * (hi - lo))
+
+
 def standoff_base_xy_yaw(target_W, robot_xy, distance_m: float, top: TableTop | None = None,
                          outward_W=None, clearance_m: float = 0.0) -> tuple[np.ndarray, float]:
     """Where the mobile base stands to work at ``target_W`` ([3] or [2], m), facing it: (xy [2], yaw rad).

@@ -44,6 +44,10 @@ OPEN_FRACTION_OF_TRAVEL = 0.95
 BODY_BAND_M = 0.10  # body points within this of the part's extent (lateral, vertical) give the closed front
 MIN_BODY_POINTS = 20  # fewer body points near the part: no closed reference, the opening is unknown
 MIN_PART_POINTS = 30  # as open_state.MIN_POINTS: fewer part points give no front face
+# A drawer's front never stands behind the body's: an opening read more than this below zero means the front's
+# layer was not seen (from an angle, 1.3 m away, an open drawer read -5.9 cm for 20+ ticks; TidyIntoDrawer test
+# seed 1): not measured.
+MAX_BEHIND_BODY_M = 0.02
 # Grasped / HandEmpty ---------------------------------------------------------------------------------------
 FINGER_GAP_EMPTY_M = 0.004  # fingers closed tighter than this hold nothing (behaviors.common's value)
 FINGER_GAP_OPEN_MARGIN_M = 0.003  # fingers within this of fully open have not closed on anything
@@ -124,14 +128,19 @@ class OpeningTracker:
 
     def update(self, part_points_W, body_points_W, front_normal_W, displacement_m: float | None = None
                ) -> tuple[float | None, str]:
-        """(opening in m or None, how it was measured: "body front", "displacement" or "not seen")."""
+        """(opening in m or None, how it was measured: "body front", "displacement" or "not seen"). An opening
+        read more than :data:`MAX_BEHIND_BODY_M` behind the body's front is not a measurement."""
         opening = estimate_opening_m(part_points_W, body_points_W, front_normal_W)
+        if opening is not None and opening < -MAX_BEHIND_BODY_M:
+            opening = None  # the front's layer not seen (implausible: behind the body's front)
         if opening is not None:
             if displacement_m is not None:
                 self.offset_m = opening - displacement_m
             return opening, "body front"
         if displacement_m is not None and self.offset_m is not None:
-            return displacement_m + self.offset_m, "displacement"
+            bridged = displacement_m + self.offset_m
+            if bridged >= -MAX_BEHIND_BODY_M:
+                return bridged, "displacement"
         return None, "not seen"
 
 

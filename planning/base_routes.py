@@ -71,3 +71,60 @@ def route_around_rectangle(start_xy, goal_xy, centre_xy, axes, half_extent_m, ma
         if best is not None:
             break
     return [*prefix, *(best[1] if best is not None else [goal])]
+
+
+def route_around_rectangles(start_xy, goal_xy, rectangles, margin_m: float) -> list[np.ndarray]:
+    """Waypoints (xy, the goal last) from ``start_xy`` to ``goal_xy`` that keep out of every rectangle
+    (``(centre_xy, axes [2, 2], half_extent_m [2])``, e.g. a table and a cabinet with its open drawer) grown by
+    ``margin_m``: the shortest path through the grown rectangles' corners (pushed 2 cm further out) whose legs
+    cross no rectangle grown by half the margin (a visibility graph, Dijkstra). A start within half the margin of
+    a rectangle first leaves straight out past its nearest edge's margin. No clear path: the goal alone (the
+    drive's own blocked check then says so)."""
+    start = np.asarray(start_xy, dtype=np.float64)[:2]
+    goal = np.asarray(goal_xy, dtype=np.float64)[:2]
+    rects = [(np.asarray(c, dtype=np.float64)[:2], np.asarray(a, dtype=np.float64), np.asarray(h, dtype=np.float64))
+             for c, a, h in rectangles]
+    if margin_m < 0:
+        raise ValueError(f"margin_m must be >= 0, got {margin_m}")
+    cores = [(c, a, h + 0.5 * margin_m) for c, a, h in rects]
+
+    def clear(p, q) -> bool:
+        return not any(segment_hits_rectangle(p, q, c, a, h) for c, a, h in cores)
+
+    prefix = []
+    for (centre, axes, _), (_, _, core) in zip(rects, cores):
+        local = axes @ (start - centre)
+        if np.all(np.abs(local) < core):  # at the rectangle: first straight out past its nearest edge's margin
+            k = int(np.argmin(core - np.abs(local)))
+            out = local.copy()
+            out[k] = np.sign(local[k] or 1.0) * (core[k] + 0.5 * margin_m + 0.02)
+            start = centre + out @ axes
+            prefix.append(start)
+    if clear(start, goal):
+        return [*prefix, goal]
+    nodes = [start, goal]
+    for centre, axes, half in rects:
+        grown = half + margin_m + 0.02
+        nodes += [centre + (sx * grown[0]) * axes[0] + (sy * grown[1]) * axes[1]
+                  for sx, sy in ((1, 1), (1, -1), (-1, -1), (-1, 1))]
+    # Dijkstra from the start (node 0) to the goal (node 1) over the clear legs.
+    n = len(nodes)
+    dist, previous, done = np.full(n, np.inf), [-1] * n, np.zeros(n, dtype=bool)
+    dist[0] = 0.0
+    for _ in range(n):
+        i = int(np.argmin(np.where(done, np.inf, dist)))
+        if not np.isfinite(dist[i]) or i == 1:
+            break
+        done[i] = True
+        for j in range(n):
+            if not done[j] and j != i:
+                d = dist[i] + float(np.linalg.norm(nodes[j] - nodes[i]))
+                if d < dist[j] and clear(nodes[i], nodes[j]):
+                    dist[j], previous[j] = d, i
+    if not np.isfinite(dist[1]):
+        return [*prefix, goal]
+    path, i = [], 1
+    while i != 0:
+        path.append(nodes[i])
+        i = previous[i]
+    return [*prefix, *path[::-1]]

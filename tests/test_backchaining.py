@@ -24,18 +24,19 @@ from handleit.perception.predicates import PredicateEvidence
 from handleit.predicates import Predicate, parse_predicate
 
 
-def _skill(name, parameters, pre, eff, build=None):
+def _skill(name, parameters, pre, eff, build=None, preemptible=True):
     return SkillSpec(name, tuple(parameters), tuple(parse_predicate(p) for p in pre),
-                     tuple(parse_predicate(e) for e in eff), build)
+                     tuple(parse_predicate(e) for e in eff), build, preemptible=preemptible)
 
 
 def test_a_goal_expands_into_conditions_skills_and_preconditions():
     (e,) = expand_goal("Open(drawer)", DRAWER_SKILLS)
     assert e.predicate == parse_predicate("Open(drawer)")
-    assert [a.signature for a in e.achievers] == ["open(drawer)"] and e.achievers[0].preconditions == ()
+    assert [a.signature for a in e.achievers] == ["open(drawer)"]
+    assert [str(p.predicate) for p in e.achievers[0].preconditions] == ["HandEmpty()"]  # it grasps the handle
     long = expand_goal("InsideOf(object, drawer) & Closed(drawer)", MOBILE_SKILLS)
     assert [str(p) for p in conditions_of(long)] == [
-        "InsideOf(object, drawer)", "Open(drawer)", "Grasped(object)", "HandEmpty()", "Closed(drawer)"]
+        "InsideOf(object, drawer)", "Open(drawer)", "HandEmpty()", "Grasped(object)", "Closed(drawer)"]
     place = long[0].achievers[0]
     assert place.signature == "place inside(object, drawer)"
     assert [str(p.predicate) for p in place.preconditions] == ["Open(drawer)", "Grasped(object)"]
@@ -48,7 +49,11 @@ def test_the_tree_prints_as_ppa_selectors_with_visible_conditions():
     for expected in ["[-] goal: InsideOf(object, drawer) & Closed(drawer)", "[o] achieve InsideOf(object, drawer)",
                      "--> InsideOf(object, drawer)?", "[-] place inside(object, drawer)", "[o] achieve Open(drawer)",
                      "--> open(drawer): subtree (grasp the handle, pull to the end stop)",
-                     "--> pick(object): no subtree yet", "[o] achieve Closed(drawer)"]:
+                     "--> pick(object): subtree (grasp the object and lift it)", "[o] achieve Closed(drawer)",
+                     # Checked when the skill starts, not while it runs; read once a run-to-end skill ends.
+                     "-^- achieve Grasped(object) (at the start)",
+                     "-^- InsideOf(object, drawer)? (once the skill ends)",
+                     "--> release(): subtree (open the gripper, back away)"]:
         assert expected in lines, (expected, text)
     # Every composite reacts: without memory, so the conditions are checked on every tick.
     assert all(not getattr(n, "memory", False) for n in tree.iterate())
@@ -73,10 +78,32 @@ def test_a_cycle_in_the_expansion_is_refused_naming_it():
 
 
 def test_a_skill_without_subtree_is_refused_unless_placeholders():
-    with pytest.raises(UnbuiltSkillError, match=r"place on\(object, table\).*pick\(object\)|pick\(object\).*place on"):
-        tree_for_goal("OnTopOf(object, table)", MOBILE_SKILLS)
-    tree = tree_for_goal("OnTopOf(object, table)", MOBILE_SKILLS, placeholders=True)
-    assert "place on(object, table): no subtree yet" in [n.name for n in tree.iterate()]
+    skills = (_skill("put", ["o", "s"], ["Grasped(o)"], ["OnTopOf(o, s)"]),
+              _skill("take", ["o"], [], ["Grasped(o)"]))
+    with pytest.raises(UnbuiltSkillError, match=r"put\(object, table\), take\(object\)"):
+        tree_for_goal("OnTopOf(object, table)", skills)
+    tree = tree_for_goal("OnTopOf(object, table)", skills, placeholders=True)
+    assert "put(object, table): no subtree yet" in [n.name for n in tree.iterate()]
+
+
+def test_the_long_horizon_goals_compose_from_built_skills():
+    """TidyIntoDrawer's and SetTable's goals need every mobile skill but open/close's twins; all are built."""
+    tidy = expand_goal("InsideOf(object, drawer) & Closed(drawer)", MOBILE_SKILLS)
+    from handleit.behaviors.backchaining import skills_of
+
+    assert [a.signature for a in skills_of(tidy)] == [
+        "place inside(object, drawer)", "open(drawer)", "release()", "pick(object)", "close(drawer)"]
+    assert all(a.skill.build is not None for a in skills_of(tidy))
+    setting = expand_goal("OnTopOf(object, table) & Closed(drawer)", MOBILE_SKILLS)
+    assert [a.signature for a in skills_of(setting)] == [
+        "place on(object, table)", "pick(object)", "open(drawer)", "release()", "close(drawer)"]
+    # Entities the built subtrees cannot act on are refused when the tree is built, naming them.
+    from handleit.behaviors.skills import pick_subtree, place_on_subtree
+
+    with pytest.raises(ValueError, match="'cup'"):
+        pick_subtree(None, "cup")
+    with pytest.raises(ValueError, match="'shelf'"):
+        place_on_subtree(None, "object", "shelf")
 
 
 def test_an_effect_that_leaves_a_parameter_unbound_does_not_achieve():
@@ -124,7 +151,10 @@ class _Act(py_trees.behaviour.Behaviour):
         self.world.runs.append(self.name)
 
     def update(self):
-        return Status.SUCCESS if self.step(self.world) else Status.RUNNING
+        result = self.step(self.world)
+        if result == "fail":
+            return Status.FAILURE
+        return Status.SUCCESS if result else Status.RUNNING
 
 
 def _toy_skills(world):
@@ -196,6 +226,94 @@ def test_a_conjunction_keeps_every_goal_checked():
         ("pick(object)", "succeeded"), ("open(drawer)", "started"), ("open(drawer)", "succeeded")]
 
 
+class _HandWorld:
+    """A toy hand: the pick closes it (HandEmpty false, Grasped true) at its first tick and lifts for three
+    more; the place lets go at its third tick and puts the object down at its fifth, or drops it at
+    ``drop_at``."""
+
+    def __init__(self, drop_at=None):
+        self.held, self.placed, self.lifted, self.place_ticks = False, False, 0, 0
+        self.drop_at = drop_at
+        self.runs: list[str] = []
+
+
+class _PerceiveHand(py_trees.behaviour.Behaviour):
+    def __init__(self, world, namespace):
+        super().__init__("perceive predicates")
+        self.world = world
+        self.bb = self.attach_blackboard_client(namespace=namespace)
+        self.bb.register_key("predicates", access=Access.WRITE)
+
+    def update(self):
+        w = self.world
+        self.bb.predicates = {
+            Predicate("Grasped", ("object",)): PredicateEvidence(w.held, ""),
+            Predicate("HandEmpty", ()): PredicateEvidence(not w.held, ""),
+            Predicate("OnTopOf", ("object", "table")): PredicateEvidence(w.placed, ""),
+        }
+        return Status.SUCCESS
+
+
+def _hand_tree(world):
+    from types import SimpleNamespace
+
+    def release(w):
+        w.held = False
+        return True
+
+    def pick(w):
+        w.held, w.lifted = True, w.lifted + 1
+        return w.lifted >= 4
+
+    def place(w):
+        w.place_ticks += 1
+        if w.drop_at is not None and w.place_ticks == w.drop_at:
+            w.held, w.drop_at, w.lifted, w.place_ticks = False, None, 0, 0
+            return "fail"
+        if w.place_ticks >= 3:
+            w.held = False
+        w.placed = w.place_ticks >= 5
+        return w.placed
+
+    skills = (
+        _skill("release", [], [], ["HandEmpty()"], lambda tools: _Act(world, "release", release), preemptible=False),
+        _skill("pick", ["o"], ["HandEmpty()"], ["Grasped(o)"], lambda tools, o: _Act(world, f"pick {o}", pick),
+               preemptible=False),
+        _skill("place on", ["o", "s"], ["Grasped(o)"], ["OnTopOf(o, s)"],
+               lambda tools, o, s: _Act(world, f"place {o} on {s}", place), preemptible=False),
+    )
+    world.tools = SimpleNamespace(namespace="/hand", skill_events=[])
+    return py_trees.composites.Sequence("root", memory=False, children=[
+        _PerceiveHand(world, "/hand"), tree_for_goal("OnTopOf(object, table)", skills, world.tools)])
+
+
+def test_a_skill_that_undoes_its_precondition_and_makes_its_effect_early_runs_to_its_end():
+    """The pick empties no hand (HandEmpty false from its first tick) and Grasped holds before its lift: it is
+    neither stopped to release nor cut short by its effect; the place lets go (Grasped false) and still ends."""
+    world = _HandWorld()
+    root = _hand_tree(world)
+    for _ in range(20):
+        root.tick_once()
+    assert root.status == Status.SUCCESS and world.placed
+    assert world.runs == ["pick object", "place object on table"]  # no release: HandEmpty held at the pick's start
+    assert world.lifted == 4  # the lift ran to its end although Grasped held after the first tick
+    assert [(skill, event) for _, skill, event in world.tools.skill_events] == [
+        ("pick(object)", "started"), ("pick(object)", "succeeded"),
+        ("place on(object, table)", "started"), ("place on(object, table)", "succeeded")]
+
+
+def test_an_object_dropped_during_the_place_is_picked_again():
+    world = _HandWorld(drop_at=2)
+    root = _hand_tree(world)
+    for _ in range(30):
+        root.tick_once()
+    assert root.status == Status.SUCCESS and world.placed
+    assert world.runs == ["pick object", "place object on table", "pick object", "place object on table"]
+    events = [(s, e) for _, s, e in world.tools.skill_events]
+    assert ("place on(object, table)", "failed") in events
+    assert ("place on(object, table)", "stopped") not in events  # a failed run is not also "stopped"
+
+
 # ---------------------------------------------------------------------------------------------- simulator
 def _sim(max_steps):
     import handleit.envs
@@ -228,13 +346,14 @@ def test_the_composed_drawer_tree_has_the_cabinet_nodes_and_the_condition():
     condition = next(n for n in solver.root.iterate() if n.name == "Open(drawer)?")
     assert condition.status == Status.FAILURE and "travel unknown" in condition.feedback_message
     with pytest.raises(UnbuiltSkillError):
-        make_goal_solver("Grasped(object)", "OpenCabinetDrawer", robot.model)
+        make_goal_solver("OnTopOf(object, table)", "OpenCabinetDrawer", robot.model,
+                         skills=(_skill("put", ["o", "s"], [], ["OnTopOf(o, s)"]),))
     # Through the harness's solver names: the same refusals, as the ValueError the command line prints.
     from handleit.harness.solvers import make_solver
 
     assert make_solver("goal:Closed(drawer)", "OpenCabinetDrawer", robot.model).name == "goal:Closed(drawer)"
-    with pytest.raises(ValueError, match=r"solver 'goal:OnTopOf\(object, table\)': .*no subtree yet"):
-        make_solver("goal:OnTopOf(object, table)", "OpenCabinetDrawer", robot.model)
+    with pytest.raises(ValueError, match=r"solver 'goal:not Closed\(drawer\)': no skill achieves"):
+        make_solver("goal:not Closed(drawer)", "OpenCabinetDrawer", robot.model)
     with pytest.raises(ValueError, match="unknown predicate 'Flying'"):
         make_solver("goal:Flying(drawer)", "OpenCabinetDrawer", robot.model)
 
@@ -320,7 +439,7 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
                             model=SimpleNamespace(gripper_max_opening_m=0.08), failures=[], failure_reasons=[])
     goal = tuple(parse_predicate(p) for p in ("Open(drawer)", "Closed(drawer)", "InsideOf(object, drawer)",
                                               "HandEmpty()", "Grasped(object)"))
-    node = PerceivePredicates("perceive predicates", tools, goal)
+    node = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
     bb = py_trees.blackboard.Client(name="test", namespace="/pp_test")
     for key in ("observation", "front_normal_W", "open_state", "part_travel_m", "predicates", "part_opening_m"):
         bb.register_key(key, access=Access.WRITE)
@@ -340,3 +459,22 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
     assert bb.predicates[goal[0]].holds  # 30 of 31 cm
     inside = bb.predicates[goal[2]]
     assert inside.holds and inside.evidence.startswith("remembered") and not inside.observed
+    # A value changes once perception has said so for stable_ticks ticks in a row: a flicker is not believed.
+    steady = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=3)
+    bb.part_travel_m, bb.observation = None, obs
+    steady.tick_once()
+    assert not bb.predicates[goal[0]].holds  # the first value at once: travel unknown
+    bb.part_travel_m = {"drawer": 0.31}
+    for tick in (1, 2):
+        steady.tick_once()
+        assert not bb.predicates[goal[0]].holds and f"not yet believed ({tick} of 3 ticks)" in bb.predicates[goal[0]].evidence
+    bb.part_travel_m = None  # back to what was believed: the count starts again
+    steady.tick_once()
+    bb.part_travel_m = {"drawer": 0.31}
+    for _ in range(2):
+        steady.tick_once()
+        assert not bb.predicates[goal[0]].holds
+    steady.tick_once()
+    assert bb.predicates[goal[0]].holds
+    with pytest.raises(ValueError, match="stable_ticks"):
+        PerceivePredicates("perceive predicates", tools, goal, stable_ticks=0)

@@ -162,3 +162,16 @@ def test_segmenters_and_perturbations_are_columns_of_their_own_and_robustness_co
     assert "| PushChair | - | 1.000 (4/4) | - | 0.600 (3/5) | - | 0.750 (3/4) |" in table
     robust = robustness_table(recs)
     assert "| PushChair | bt | simulator | 200 | depth_noise=0.005 | 4/4 | 2/4 | 0.50 | timeout 2 |" in robust
+
+
+def test_composed_trees_record_their_hand_offs_with_the_ground_truth_beside_them(tmp_path):
+    """A goal solver on TidyIntoDrawer, 3 steps: the open skill starts at tick 0; the record holds what perception
+    believed then (diagnostics.handoffs) and the env's truth of the same predicates (diagnostics.handoff_truth)."""
+    specs = episode_specs("TidyIntoDrawer", "test", 1, "goal:InsideOf(object, drawer) & Closed(drawer)", max_steps=3)
+    (record,) = run_episodes(specs, tmp_path / "records.jsonl", workers=1, progress=False)
+    assert record.error is None, record.error
+    handoff, truth = record.diagnostics["handoffs"][0], record.diagnostics["handoff_truth"][0]
+    assert (handoff["tick"], handoff["skill"], handoff["event"]) == (0, "open(drawer)", "started")
+    assert set(handoff["predicates"]) == set(truth["truth"]) >= {"Open(drawer)", "Grasped(object)", "HandEmpty()"}
+    assert truth["truth"]["Closed(drawer)"] and not truth["truth"]["InsideOf(object, drawer)"]  # the initial state
+    assert handoff["predicates"]["HandEmpty()"] and truth["truth"]["HandEmpty()"]

@@ -12,9 +12,16 @@ import py_trees
 import pytest
 
 import handleit.envs
-from handleit.behaviors.mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, PerceivePlaceRegion, PlaceRegionSeen
+from handleit.behaviors.mobile_pick_nodes import (
+    MOBILE_PICK_BLACKBOARD,
+    RETREAT_M,
+    PerceivePlaceRegion,
+    PlaceRegionSeen,
+    PlanRetreat,
+)
 from handleit.behaviors.mobile_pick_trees import create_pick_tree, create_place_tree
 from handleit.behaviors.pick_trees import PICK_BLACKBOARD
+from handleit.behaviors.skills import BACK_OFF_M, PLACE_KEYS, Forget, PlanBackOff
 from handleit.behaviors.tree_solver import TreeSolver
 from handleit.harness.sim_robot import robot_model_of
 from handleit.perception.place_targets import (
@@ -133,7 +140,7 @@ def model():
 
 def _solver(model, build):
     return TreeSolver("TidyIntoDrawer", model, build, grasp_predictor="antipodal_6dof",
-                      blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD})
+                      blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None})
 
 
 def _empty_observation(model, prompts=None) -> Observation:
@@ -228,3 +235,136 @@ def test_base_route_goes_around_the_table():
     # From the table's edge: straight out first.
     route = route_around_rectangle([0.0, -0.5], [0.0, 2.0], centre, axes, half, 0.5)
     assert np.allclose(route[0], [0.0, -0.82]) and np.allclose(route[-1], [0.0, 2.0])
+
+
+def test_the_retreat_raises_the_hand_by_the_torso_alone(model):
+    """After the release the hand rises straight up by the torso, from where the robot stands (a joint-space
+    line to an IK retreat swung the hand into the drawer's walls)."""
+    solver = _solver(model, lambda tools: PlanRetreat("plan retreat (torso up)", tools))
+    obs = _empty_observation(model)
+    q = obs.qpos.copy()
+    q[:4] = [0.3, -0.2, 0.5, 0.1]  # base x, y, yaw, torso
+    obs = Observation(**{**obs.__dict__, "qpos": q})
+    solver.reset(obs)
+    X_release = np.eye(4)
+    X_release[2, 3] = 0.40
+    X_above = X_release.copy()
+    X_above[2, 3] = 0.55
+    solver.bb.X_WG_release, solver.bb.X_WG_above = X_release, X_above
+    solver.step(obs)
+    expected = q.copy()
+    expected[3] = 0.1 + 0.15 + RETREAT_M
+    np.testing.assert_allclose(solver.bb.get("q_retreat"), expected)
+
+
+def test_a_skill_started_again_forgets_what_its_last_run_planned(model):
+    solver = _solver(model, lambda tools: Forget("forget the last place", tools, PLACE_KEYS))
+    obs = _empty_observation(model)
+    solver.reset(obs)
+    solver.bb.set("place_goal_W", np.ones(3), overwrite=True)
+    solver.bb.set("place_error", "old", overwrite=True)
+    solver.step(obs)
+    assert solver.bb.get("place_goal_W") is None and solver.bb.get("place_error") is None
+
+
+def test_the_release_backs_the_hand_off_along_its_approach_and_forgets_the_grasp(model):
+    solver = _solver(model, lambda tools: PlanBackOff("plan back-off (IK)", tools))
+    obs = _empty_observation(model)
+    q = obs.qpos.copy()
+    q[4:11] = [0.0, 0.3, 0.0, -2.0, 0.0, 2.3, 0.8]  # a Panda arm bent forward
+    solver.reset(obs)
+    X_WT = solver.tools.ik.tcp_pose(q, "right")
+    obs = Observation(**{**obs.__dict__, "qpos": q, "X_WT": {"right": X_WT}})
+    solver.bb.set("grasped", True, overwrite=True)
+    solver.step(obs)
+    assert solver.bb.get("grasped") is False
+    q_back = solver.bb.get("q_back_off")
+    assert q_back is not None, solver.tools.failure_reasons
+    np.testing.assert_allclose(q_back[:3], q[:3])  # the base stays
+    X_back = solver.tools.ik.tcp_pose(q_back, "right")
+    np.testing.assert_allclose(X_back[:3, 3], X_WT[:3, 3] - BACK_OFF_M * X_WT[:3, 2], atol=0.01)
+
+
+def test_base_route_goes_around_the_table_and_the_cabinet():
+    from handleit.planning.base_routes import route_around_rectangles, segment_hits_rectangle
+
+    axes = np.eye(2)
+    table = (np.array([0.0, 0.0]), axes, np.array([0.5, 0.3]))
+    cabinet = (np.array([0.0, 1.6]), axes, np.array([0.3, 0.5]))
+    # Clear of both: straight.
+    assert len(route_around_rectangles([-2.0, -1.0], [2.0, -1.0], [table, cabinet], 0.4)) == 1
+    # Between them lies no way through at this margin: around the cabinet, never through either (grown by half).
+    route = route_around_rectangles([-2.0, 1.6], [2.0, 1.6], [table, cabinet], 0.4)
+    legs = [np.array([-2.0, 1.6]), *route]
+    assert len(route) > 1 and np.allclose(route[-1], [2.0, 1.6])
+    for c, a, h in (table, cabinet):
+        assert not any(segment_hits_rectangle(legs[k], legs[k + 1], c, a, h + 0.2) for k in range(len(route)))
+    # Walled in (no corner reachable): the goal alone, for the drive's own blocked check.
+    assert len(route_around_rectangles([0.0, 0.8], [5.0, 0.8], [table, cabinet], 10.0)) >= 1
+    with pytest.raises(ValueError, match="margin_m"):
+        route_around_rectangles([0, 0], [1, 1], [table], -0.1)
+
+
+def test_cabinet_footprint_from_its_front_reaches_behind_it():
+    from handleit.perception.place_targets import PlaceTargetError, estimate_cabinet_footprint
+
+    rng = np.random.default_rng(0)
+    # A cabinet front at x = 1.0 facing -x (its points 2 cm deep), 0.8 m wide, and an open drawer out to x = 0.6.
+    front = np.stack([rng.uniform(1.0, 1.02, 800), rng.uniform(-0.4, 0.4, 800), rng.uniform(0.05, 0.9, 800)], axis=1)
+    drawer = np.stack([rng.uniform(0.6, 1.0, 300), rng.uniform(-0.2, 0.2, 300), rng.uniform(0.4, 0.5, 300)], axis=1)
+    fp = estimate_cabinet_footprint(np.vstack([front, drawer]), np.array([-1.0, 0.0, 0.0]))
+    np.testing.assert_allclose(fp.axes_W[0], [-1.0, 0.0])
+    lo = fp.center_W @ fp.axes_W.T - fp.half_extent_m
+    hi = fp.center_W @ fp.axes_W.T + fp.half_extent_m
+    assert hi[0] == pytest.approx(-0.6, abs=0.02)  # the open drawer's front, along outward (-x)
+    assert hi[0] - lo[0] >= 0.4 - 1e-9  # at least the minimum depth behind it
+    assert fp.half_extent_m[1] == pytest.approx(0.4, abs=0.02)
+    with pytest.raises(PlaceTargetError, match="points"):
+        estimate_cabinet_footprint(front[:10], np.array([-1.0, 0.0]))
+    with pytest.raises(PlaceTargetError, match="horizontal"):
+        estimate_cabinet_footprint(front, np.array([0.0, 0.0, 1.0]))
+
+
+def test_the_cabinet_is_found_from_its_prompt_and_looked_for_from_another_side(model):
+    """Before the drawer is seen: its prompt, not the nearest thing (the table); an approach that ended without
+    a handle point is followed by one from the next side (90 degrees about the target)."""
+    from handleit.behaviors.cabinet_nodes import ApproachPart, target_point_W
+    from handleit.perception.handle_points import HandleAccumulator
+
+    table = np.array([[0.5, 0.0, 0.6], [0.6, 0.1, 0.6]] * 10)
+    obs = _empty_observation(model)
+    masks = {"robot": np.zeros(len(table), bool), "target_link": np.zeros(len(table), bool),
+             "target_handle": np.zeros(len(table), bool), "table": np.ones(len(table), bool)}
+    obs = Observation(**{**obs.__dict__, "points": table, "colors": np.zeros((len(table), 3), np.uint8),
+                         "masks": masks, "target_prompt_W": np.array([[2.0, -0.2, 0.3], [2.4, 0.2, 0.5]])})
+    np.testing.assert_allclose(target_point_W(obs, HandleAccumulator()), [2.2, 0.0, 0.4])
+    unprompted = Observation(**{**obs.__dict__, "target_prompt_W": None})
+    assert target_point_W(unprompted, HandleAccumulator()) is None  # the table is no candidate
+
+    solver = _solver(model, lambda tools: ApproachPart("approach cabinet", tools))
+    solver.reset(obs)
+    node = solver.root if isinstance(solver.root, ApproachPart) else next(
+        n for n in solver.root.iterate() if isinstance(n, ApproachPart))
+    solver.step(obs)
+    np.testing.assert_allclose(node.side_W, [-1.0, 0.0, 0.0], atol=1e-9)  # toward the robot at the origin
+    node.stop(py_trees.common.Status.FAILURE)  # the approach ended (its timeout) with no handle point
+    solver.step(obs)
+    np.testing.assert_allclose(node.side_W, [0.0, -1.0, 0.0], atol=1e-9)  # then 90 degrees about the target
+
+
+def test_a_lowering_stalled_short_lets_go_only_over_the_opening(model):
+    from handleit.behaviors.mobile_pick_nodes import HeldOverPlace
+    from handleit.perception.place_targets import DrawerInterior
+
+    interior = DrawerInterior(np.array([1.0, 0.0, 0.3]), np.array([-1.0, 0.0, 0.0]), np.array([0.0, -1.0, 0.0]),
+                              np.array([0.3, 0.4]), 0.3, 0.42, np.array([0.85, 0.0, 0.3]))
+    for hand_xy, holds in (((1.05, 0.1), True), ((1.3, 0.0), False)):
+        solver = _solver(model, lambda tools: HeldOverPlace("held over the place?", tools, "inside"))
+        X_WT = np.eye(4)
+        X_WT[:3, 3] = [*hand_xy, 0.5]
+        obs = _empty_observation(model)
+        obs = Observation(**{**obs.__dict__, "X_WT": {"right": X_WT}})
+        solver.reset(obs)
+        solver.bb.set("place_region", interior, overwrite=True)
+        solver.step(obs)
+        assert bool(solver.tools.failure_reasons) != holds, solver.tools.failure_reasons

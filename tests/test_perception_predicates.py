@@ -137,3 +137,18 @@ def test_opening_tracker_bridges_steps_without_the_body():
     opening, source = tracker.update(part2, body[:3], NORMAL_W, displacement_m=0.17)
     assert source == "displacement" and opening == pytest.approx(0.25, abs=0.005)
     assert P.OpeningTracker().update(part2, body[:3], NORMAL_W, 0.17) == (None, "not seen")
+
+
+def test_an_opening_read_behind_the_body_is_not_a_measurement():
+    """A drawer's front never stands behind the body's: a part whose front layer is unseen (only its box's
+    back, 6 cm behind the body's front) gives no opening, not Closed."""
+    part, body = _drawer(0.0)
+    hidden_front = part[part[:, 0] > -0.19]  # nothing of the front: points 6 cm or more behind the body's front
+    hidden_front = np.concatenate([hidden_front, _plane_x(-0.19, (-0.2, 0.2), (0.42, 0.55), 300)])
+    assert P.estimate_opening_m(hidden_front, body, NORMAL_W) < -P.MAX_BEHIND_BODY_M
+    tracker = P.OpeningTracker()
+    assert tracker.update(hidden_front, body, NORMAL_W) == (None, "not seen")
+    # Nor is a displacement that would put it there (the part's displacement misread from a new viewpoint).
+    tracker.update(part, body, NORMAL_W, displacement_m=0.0)
+    assert tracker.update(hidden_front, body[:3], NORMAL_W, displacement_m=-0.06) == (None, "not seen")
+    assert not P.evaluate_closed(None).observed

@@ -1,0 +1,33 @@
+"""Per-stage evaluation of trees composed for goals (issue 19), from ``handleit eval`` records: which skills ran,
+where each chain broke, hand-off failures by kind, recoveries, and each predicate perceived at the hand-offs
+against the env's ground truth (``diagnostics.handoffs`` and ``diagnostics.handoff_truth``, written by
+behaviors/backchaining.py and harness/evaluation.py).
+
+    handleit eval --task TidyIntoDrawer --split test --episodes 5 --workers 1 \\
+        --solver 'goal:InsideOf(object, drawer) & Closed(drawer)' --out /tmp/tidy
+    python benchmarks/long_horizon_stages.py /tmp/tidy/records.jsonl
+
+Reads records only: runs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from handleit.harness.stages import summarize
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", nargs="+", help="records.jsonl files of handleit eval")
+    args = parser.parse_args(argv)
+    records = []
+    for path in args.records:
+        with open(path) as f:
+            records.extend(json.loads(line) for line in f if line.strip())
+    print(summarize(records))
+
+
+if __name__ == "__main__":
+    main()
