@@ -537,14 +537,18 @@ class MakingProgress(Skill):
 
 class PullDrawer(Skill):
     """Back the base away along the drawer's outward normal with the arm and gripper locked; SUCCESS when
-    the drawer stops following (it reached its end) after having moved."""
+    the drawer stops following (it reached its end) after having moved: its opening, measured on
+    ``stall_steps`` new clouds, grew by less than ``stall_m``. New clouds, not ticks: a real robot's camera
+    (10-30 Hz) is slower than the control rate, and over ticks that saw no new cloud the opening cannot
+    change; counted in ticks, a drawer still sliding out at 5-6 cm was taken for one at its end (the drawer
+    through ROS at a 15 Hz camera: the tree then held still for the rest of the episode)."""
 
     def __init__(self, name, tools, speed_mps=1.0, stall_steps=6, stall_m=0.002, min_travel_m=0.05):
         super().__init__(name, tools, reads=("observation", "front_normal_W", "open_state"), writes=("command",))
         self.speed_mps, self.stall_steps, self.stall_m, self.min_travel_m = speed_mps, stall_steps, stall_m, min_travel_m
 
     def initialise(self):
-        self.q_hold, self.history = None, []
+        self.q_hold, self.history, self.ticks, self.cloud = None, [], 0, None
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -552,7 +556,10 @@ class PullDrawer(Skill):
             self.q_hold = obs.qpos.copy()
         outward = _horizontal_unit(self.bb.front_normal_W)
         displacement = self.bb.open_state.state.displacement_m if self.bb.open_state else 0.0
-        self.history.append(displacement)
+        self.ticks += 1
+        if obs.points is not self.cloud:  # a measurement on a new cloud
+            self.cloud = obs.points
+            self.history.append(displacement)
         self.feedback_message = f"opened {displacement * 100:.1f} cm"
         if len(self.history) > self.stall_steps and displacement > self.min_travel_m:
             if displacement - self.history[-1 - self.stall_steps] < self.stall_m:
@@ -560,7 +567,7 @@ class PullDrawer(Skill):
         qvel = self.tools.pid.step(self.q_hold, obs.qpos)
         i = self.tools.base_index
         # Ramp up over RAMP_STEPS: a jerk at the start would tear the handle out of the fingers.
-        speed = self.speed_mps * min(1.0, len(self.history) / PULL_RAMP_STEPS)
+        speed = self.speed_mps * min(1.0, self.ticks / PULL_RAMP_STEPS)
         qvel[i[:2]] = speed * outward[:2]
         self.send(qvel, "close")
         return Status.RUNNING

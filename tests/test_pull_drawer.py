@@ -1,0 +1,55 @@
+"""The drawer pull's end: the drawer has stopped following, judged on new clouds, not on ticks (a real robot's
+camera is slower than the control rate)."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import py_trees
+import pytest
+from py_trees.common import Access, Status
+
+import handleit.envs
+from handleit.behaviors.cabinet_nodes import PullDrawer
+from handleit.behaviors.solver_tools import ToolsSpec, make_tools
+from handleit.harness.sim_robot import robot_model_of
+from handleit.types import Observation
+
+
+@pytest.fixture(scope="module")
+def drawer_model():
+    env = handleit.envs.make("OpenCabinetDrawer", obs_mode="pointcloud")
+    try:
+        return robot_model_of(env)
+    finally:
+        env.close()
+
+
+def test_a_pull_ends_after_the_opening_stalls_on_new_clouds_not_on_ticks_without_one(drawer_model):
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/pull_test_{time.monotonic_ns()}")
+    bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("observation", "front_normal_W", "open_state", "command"):
+        bb.register_key(key, access=Access.WRITE)
+    dof = len(drawer_model.joint_names)
+    bb.front_normal_W = np.array([-1.0, 0.0, 0.0])
+    node = PullDrawer("pull drawer", tools)
+
+    def tick(points, opened_m):
+        bb.open_state = SimpleNamespace(state=SimpleNamespace(displacement_m=opened_m))
+        bb.observation = Observation(time_s=0.0, points=points, colors=np.zeros((1, 3), np.uint8), masks={},
+                                     frame="world", joint_names=drawer_model.joint_names, qpos=np.zeros(dof),
+                                     qvel=np.zeros(dof), X_WB=np.eye(4))
+        node.tick_once()
+        return node.status
+
+    cloud = np.zeros((1, 3))
+    assert tick(cloud, 0.06) == Status.RUNNING
+    # A 15 Hz camera at 100 Hz control: many ticks on one cloud, the opening the same on each. Not a stall.
+    for _ in range(20):
+        assert tick(cloud, 0.06) == Status.RUNNING
+    assert np.any(bb.command.qvel)  # still pulling
+    # New clouds on which the opening no longer grows: the drawer is at its end after stall_steps of them.
+    statuses = [tick(np.full((1, 3), float(k)), 0.06) for k in range(1, node.stall_steps + 1)]
+    assert statuses == [Status.RUNNING] * (node.stall_steps - 1) + [Status.SUCCESS]
