@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+import handleit.envs
+from handleit.harness.sim_robot import robot_model_of
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _asset_cache_in_tmp(tmp_path_factory):
@@ -17,3 +20,13 @@ def _asset_cache_in_tmp(tmp_path_factory):
         os.environ.pop("HANDLEIT_CACHE_DIR", None)
     else:
         os.environ["HANDLEIT_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="module")
+def drawer_model():
+    """The single-arm mobile robot's model, from an OpenCabinetDrawer env (closed again at once)."""
+    env = handleit.envs.make("OpenCabinetDrawer", obs_mode="pointcloud")
+    try:
+        return robot_model_of(env)
+    finally:
+        env.close()

@@ -30,15 +30,6 @@ from .planning_nodes import DoubleOnACloudAtRest, SleepThenDouble
 WAIT_S = 300.0  # generous: the first job waits for the worker's start and IK on a loaded 2-core machine
 
 
-@pytest.fixture(scope="module")
-def drawer_model():
-    env = handleit.envs.make("OpenCabinetDrawer", obs_mode="pointcloud")
-    try:
-        return robot_model_of(env)
-    finally:
-        env.close()
-
-
 def _sleep_node(model):
     tools = make_tools(ToolsSpec(model), namespace=f"/worker_test_{time.monotonic_ns()}", realtime=True,
                        planning="process")

@@ -8,23 +8,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import py_trees
-import pytest
 from py_trees.common import Access, Status
 
-import handleit.envs
 from handleit.behaviors.cabinet_nodes import PullDrawer
 from handleit.behaviors.solver_tools import ToolsSpec, make_tools
-from handleit.harness.sim_robot import robot_model_of
 from handleit.types import Observation
-
-
-@pytest.fixture(scope="module")
-def drawer_model():
-    env = handleit.envs.make("OpenCabinetDrawer", obs_mode="pointcloud")
-    try:
-        return robot_model_of(env)
-    finally:
-        env.close()
 
 
 def test_a_pull_ends_after_the_opening_stalls_on_new_clouds_not_on_ticks_without_one(drawer_model):
