@@ -67,11 +67,12 @@ def ros_episode(task: str, split: str, seed: int, args, log_dir: Path) -> dict:
     server = subprocess.Popen(
         [HANDLEIT, "serve-ros", "--task", task, "--split", split, "--seed", str(seed), "--episodes", "1",
          "--max-steps", str(args.max_steps), "--real-time-factor", str(args.rtf), "--camera-hz", str(args.camera_hz),
-         "--wait-for-tree", "120", *(["--sensor-perturbation", args.sensor_perturbation]
-                                     if args.sensor_perturbation else [])],
+         "--wait-for-tree", "120", "--rt-priority", str(args.rt_priority),
+         *(["--sensor-perturbation", args.sensor_perturbation] if args.sensor_perturbation else [])],
         env=env, stdout=serve_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         run = subprocess.run([HANDLEIT, "run-ros", "--task", task, "--report-ticks", "--wait", "120",
+                              "--rt-priority", str(args.rt_priority),
                               "--max-seconds", str(args.max_seconds)], env=env, capture_output=True, text=True,
                              timeout=args.max_seconds + 240)
         lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
@@ -130,8 +131,10 @@ def report(records: list[dict], lock: dict[tuple[str, int], bool], rtf: float) -
                     f"{_stats(solver[planning])} ({int(planning.sum())}) | {_stats(solver[~planning])} | "
                     f"{overruns}/{n_ticks} ({100 * overruns / max(n_ticks, 1):.1f} %) | {errors} | "
                     f"{', '.join(f'{k} {v}' for k, v in sorted(failed.items(), key=lambda kv: -kv[1])) or '-'} |")
+    scheduling = sorted({str(r["result"].get("scheduling", "SCHED_OTHER")) for r in records})
     return "\n".join(rows) + (f"\n\nControl period 10 ms simulated = {10 / rtf:.0f} ms wall at a real-time factor "
-                              f"of {rtf}; an overrun is a tick during which the robot's clock moved on by more.")
+                              f"of {rtf}; an overrun is a tick during which the robot's clock moved on by more. "
+                              f"Tick thread: {', '.join(scheduling)}.")
 
 
 def main() -> None:
@@ -145,6 +148,8 @@ def main() -> None:
     parser.add_argument("--camera-hz", type=float, default=15.0)
     parser.add_argument("--sensor-perturbation", default="")
     parser.add_argument("--max-seconds", type=float, default=300.0, help="wall-clock limit of one episode")
+    parser.add_argument("--rt-priority", type=int, default=0,
+                        help="SCHED_FIFO priority of serve-ros's stepping and run-ros's ticks (0: default policy)")
     parser.add_argument("--port", type=int, default=11431, help="the ROS master's port on 127.0.0.1")
     parser.add_argument("--out", default="outputs/ros_bench")
     parser.add_argument("--resume", action="store_true")
@@ -170,6 +175,7 @@ def main() -> None:
                     result = ros_episode(task, args.split, seed, args, out / "logs")
                     record = {"task": task, "split": args.split, "seed": seed, "wall_s": time.monotonic() - start,
                               "settings": {"rtf": args.rtf, "camera_hz": args.camera_hz, "max_steps": args.max_steps,
+                                           "rt_priority": args.rt_priority,
                                            "sensor_perturbation": args.sensor_perturbation},
                               "result": result}
                     with records_path.open("a") as f:  # one line per episode: nothing measured is lost

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from handleit.control.latency import predicted_joint_positions
+from handleit.harness.realtime_priority import request_realtime, restore_normal
 from handleit.types import Command, Observation, RobotInterface
 
 FRESHNESS_CHECK = "observation fresh?"
@@ -78,8 +79,9 @@ class RunReport:
     watchdog_stops: list[dict[str, Any]] = field(default_factory=list)  # {"reason", "wall_s"}
     error: str | None = None  # what ended the run, if it did not end normally
     stop_reason: str = ""
+    scheduling: str = "SCHED_OTHER"  # the tick thread's policy (handleit.harness.realtime_priority)
 
-    def tick_stats(self) -> dict[str, float]:
+    def tick_stats(self) -> dict[str, float | str]:
         """Median, p99 and max tick time (s), overruns, and the share of ticks that overran."""
         t = np.asarray(self.tick_wall_s) if self.tick_wall_s else np.zeros(1)
         s = np.asarray(self.solver_wall_s) if self.solver_wall_s else np.zeros(1)
@@ -87,7 +89,8 @@ class RunReport:
                 "tick_max_s": float(t.max()), "solver_median_s": float(np.median(s)),
                 "solver_p99_s": float(np.percentile(s, 99)), "solver_max_s": float(s.max()),
                 "overruns": self.overruns, "overrun_share": self.overruns / max(self.ticks, 1),
-                "stale_ticks": self.stale_ticks, "watchdog_stops": len(self.watchdog_stops)}
+                "stale_ticks": self.stale_ticks, "watchdog_stops": len(self.watchdog_stops),
+                "scheduling": self.scheduling}
 
 
 class RealtimeRunner:
@@ -101,13 +104,22 @@ class RealtimeRunner:
         max_age_s: per stream (see DEFAULT_MAX_AGE_S), or one number for every stream / ``Observation.time_s``.
         watchdog_timeout_s: wall seconds without a completed tick (or with stale sensors, or the link down)
             before the watchdog commands zero velocity.
+        rt_priority: run the tick thread at Linux SCHED_FIFO at this priority (1-98), and the watchdog one above
+            it, as a robot's control loop runs (handleit.harness.realtime_priority); None: the default policy.
+            Where the permission is missing the run goes on at the default policy, with a warning, and
+            ``report.scheduling`` says why.
     """
 
     def __init__(self, robot: RobotInterface, solver, *, rate_hz: float = 100.0, clock=None,
                  max_age_s: float | dict[str, float] | None = None, watchdog_timeout_s: float = 0.25,
-                 compensate_latency: bool = True):
+                 compensate_latency: bool = True, rt_priority: int | None = None):
         if rate_hz <= 0 or watchdog_timeout_s <= 0:
             raise ValueError(f"rate_hz ({rate_hz}) and watchdog_timeout_s ({watchdog_timeout_s}) must be > 0")
+        if rt_priority is not None and (isinstance(rt_priority, bool) or not isinstance(rt_priority, int)
+                                        or not 1 <= rt_priority <= 98):
+            raise ValueError(f"rt_priority must be an integer in 1-98 (the watchdog runs one above), got "
+                             f"{rt_priority!r}")
+        self.rt_priority = rt_priority
         self.robot, self.solver = robot, solver
         self.period_s = 1.0 / rate_hz
         if clock is None:
@@ -153,6 +165,8 @@ class RealtimeRunner:
         """Tick until ``max_ticks``, ``until()`` is true, :meth:`stop`, or an error; zero velocity at the end."""
         watchdog = threading.Thread(target=self._watchdog, name="handleit-watchdog", daemon=True)
         self._last_tick_wall = time.monotonic()
+        if self.rt_priority is not None:
+            self.report.scheduling = request_realtime(self.rt_priority).describe()
         watchdog.start()
         reset = False
         t_next = self.clock.now_s()
@@ -222,6 +236,8 @@ class RealtimeRunner:
             self._stop.set()
             watchdog.join(timeout=2.0)
             self._safe_stop("run ended")
+            if self.rt_priority is not None:
+                restore_normal()
         return self.report
 
     def stop(self) -> None:
@@ -264,6 +280,8 @@ class RealtimeRunner:
 
     def _watchdog(self) -> None:
         """Zero velocity while the tree is stuck, the sensors are stale or the link is down."""
+        if self.rt_priority is not None:  # the safety thread preempts the tree's
+            request_realtime(self.rt_priority + 1)
         poll_s = min(self.watchdog_timeout_s / 4, 0.05)
         while not self._stop.wait(poll_s):
             reasons = []

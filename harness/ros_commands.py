@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 import handleit.envs
+from handleit.harness.realtime_priority import request_realtime
 from handleit.harness.realtime_runner import RealtimeRunner
 from handleit.harness.realtime_sim import TrackedSolver, warm_up_solver
 from handleit.harness.ros_robot import Ros1Transport, RosBridgeError, RosRobot
@@ -27,9 +28,11 @@ def _serve_ros(args: argparse.Namespace) -> int:
     server = SimRobotServer(args.task, transport, split=args.split, seed=args.seed, max_steps=args.max_steps,
                             real_time_factor=args.real_time_factor, camera_hz=args.camera_hz,
                             command_timeout_s=args.command_timeout, sensor_perturbation=args.sensor_perturbation)
+    # The stand-in robot's driver loop at a real-time priority, as a robot's drivers run (its ROS threads not).
+    scheduling = request_realtime(args.rt_priority).describe() if args.rt_priority else "SCHED_OTHER"
     print(f"serving {args.task} ({args.split}) on ROS: camera every {server.camera_every} steps "
           f"({1 / (server.camera_every * server.dt_s):.0f} Hz simulated), target real-time factor "
-          f"{args.real_time_factor}", flush=True)
+          f"{args.real_time_factor}, stepping at {scheduling}", flush=True)
     try:
         for episode in range(args.episodes):
             server.seed = args.seed + episode
@@ -74,7 +77,7 @@ def _run_ros(args: argparse.Namespace) -> int:
         # What the tree builds on first use (IK, motion planner, the self filter's model) before ticking starts.
         result["warm_up"] = warm_up_solver(solver, robot.observe())
         runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / model.control_dt_s,
-                                watchdog_timeout_s=args.watchdog_timeout)
+                                watchdog_timeout_s=args.watchdog_timeout, rt_priority=args.rt_priority or None)
         deadline = time.monotonic() + args.max_seconds
         report = runner.run(until=lambda: bool(robot.episode.get("done")) or time.monotonic() > deadline)
         episode = robot.episode
@@ -99,6 +102,17 @@ def _run_ros(args: argparse.Namespace) -> int:
     return 0 if result.get("error") is None else 1
 
 
+def _rt_priority(text: str) -> int:
+    """--rt-priority: 0 (off) or a SCHED_FIFO priority 1-98."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 98:
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or a SCHED_FIFO priority 1-98, got {text!r}")
+    return value
+
+
 def add_commands(sub) -> None:
     """Register ``serve-ros`` and ``run-ros`` on the CLI's subparsers."""
     serve = sub.add_parser("serve-ros", help=_serve_ros.__doc__)
@@ -117,6 +131,9 @@ def add_commands(sub) -> None:
                        help="what the sensors add, as the envs' sensor_perturbation (e.g. depth_noise=0.005)")
     serve.add_argument("--command-timeout", type=float, default=0.1,
                        help="simulated seconds after which a command counts as zero (a cmd_vel timeout)")
+    serve.add_argument("--rt-priority", type=_rt_priority, default=0,
+                       help="step the robot at Linux SCHED_FIFO at this priority (1-98; 0: the default policy), as a "
+                            "robot's drivers run; without the permission it warns and goes on")
     serve.set_defaults(func=_serve_ros)
     run = sub.add_parser("run-ros", help=_run_ros.__doc__)
     run.add_argument("--task", default="OpenCabinetDrawer")
@@ -136,6 +153,9 @@ def add_commands(sub) -> None:
     run.add_argument("--max-seconds", type=float, default=600.0, help="wall-clock limit of the run")
     run.add_argument("--watchdog-timeout", type=float, default=1.0,
                      help="wall seconds without a completed tick before zero velocity is commanded")
+    run.add_argument("--rt-priority", type=_rt_priority, default=0,
+                     help="tick at Linux SCHED_FIFO at this priority (1-98; 0: the default policy), the watchdog one "
+                          "above, as ros2_control's loop runs (50); without the permission it warns and goes on")
     run.set_defaults(func=_run_ros)
 
 
