@@ -456,6 +456,8 @@ def _error_payload(error: BaseException) -> tuple[BaseException, str]:
 def _worker_main(fd_in: int, fd_out: int) -> None:
     """The worker's loop: ``plan``, ``cancel`` and ``warm`` messages until the tick process closes the pipe."""
     os.dup2(2, 1)  # print() of a library goes to stderr: the tick process's stdout may carry its results
+    if hasattr(os, "sched_setscheduler"):  # a tick process at a real-time priority: planning is not real time
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     inbox, outbox = Connection(fd_in, writable=False), Connection(fd_out, readable=False)
     state = _WorkerState()
     pending: deque = deque()

@@ -67,7 +67,7 @@ def ros_episode(task: str, split: str, seed: int, args, log_dir: Path) -> dict:
     server = subprocess.Popen(
         [HANDLEIT, "serve-ros", "--task", task, "--split", split, "--seed", str(seed), "--episodes", "1",
          "--max-steps", str(args.max_steps), "--real-time-factor", str(args.rtf), "--camera-hz", str(args.camera_hz),
-         "--wait-for-tree", "120", "--rt-priority", str(args.rt_priority),
+         "--wait-for-tree", "120",
          *(["--sensor-perturbation", args.sensor_perturbation] if args.sensor_perturbation else [])],
         env=env, stdout=serve_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -149,7 +149,8 @@ def main() -> None:
     parser.add_argument("--sensor-perturbation", default="")
     parser.add_argument("--max-seconds", type=float, default=300.0, help="wall-clock limit of one episode")
     parser.add_argument("--rt-priority", type=int, default=0,
-                        help="SCHED_FIFO priority of serve-ros's stepping and run-ros's ticks (0: default policy)")
+                        help="SCHED_FIFO priority of run-ros (its ticks and ROS threads; 0: the default policy); "
+                             "serve-ros stays at the default: on this CPU it falls behind and would take a core")
     parser.add_argument("--port", type=int, default=11431, help="the ROS master's port on 127.0.0.1")
     parser.add_argument("--out", default="outputs/ros_bench")
     parser.add_argument("--resume", action="store_true")

@@ -29,6 +29,8 @@ def _serve_ros(args: argparse.Namespace) -> int:
                             real_time_factor=args.real_time_factor, camera_hz=args.camera_hz,
                             command_timeout_s=args.command_timeout, sensor_perturbation=args.sensor_perturbation)
     # The stand-in robot's driver loop at a real-time priority, as a robot's drivers run (its ROS threads not).
+    # Only for a simulator that keeps its schedule: one that falls behind (renders slower than the wall budget
+    # of a step) steps without sleeping, and at SCHED_FIFO that takes a whole core from everything else.
     scheduling = request_realtime(args.rt_priority).describe() if args.rt_priority else "SCHED_OTHER"
     print(f"serving {args.task} ({args.split}) on ROS: camera every {server.camera_every} steps "
           f"({1 / (server.camera_every * server.dt_s):.0f} Hz simulated), target real-time factor "
@@ -60,6 +62,11 @@ def _run_ros(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         prompt = np.reshape(values, (3,) if len(values) == 3 else (2, 3))
+    if args.rt_priority:
+        # Before ROS starts its threads, which inherit it: a receiving thread that holds Python's GIL must not be
+        # preempted by other processes while the tick waits for that lock (the planning and segmentation
+        # workers go back to the default policy as they start).
+        request_realtime(args.rt_priority)
     transport = Ros1Transport("handleit_tree")
     # A segmenter other than "simulator" makes the masks itself: the cloud need not carry mask fields.
     mask_fields = {"mask_names": () if args.segmenter != "simulator" else task_masks}
