@@ -7,19 +7,21 @@ on, when it may not. This does the same for the thread that calls it. Without th
 why; nothing else changes. The kernel's real-time throttling (``/proc/sys/kernel/sched_rt_runtime_us``, 95 %
 by default) still leaves other processes some CPU should a real-time thread spin.
 
-A real-time thread still shares Python's GIL with the other threads of its process: the GIL's switch interval
-bounds how long it waits for it (5 ms by default in CPython), so :func:`request_realtime` shortens it too.
+A real-time thread still shares Python's GIL with the other threads of its process; threads it starts after
+the call inherit its policy, so a process that asks before starting its threads (``run-ros``) keeps a thread
+that holds the GIL from being preempted by other processes.
+
+Measured on the 2-core development machine (docs/benchmarks.md, "Real-time scheduling"): with the simulated
+robot on the same two cores, a tick process at SCHED_FIFO took the CPU that the simulator's rendering needed and
+its clock stopped; use it where the robot's drivers do not share the tree's cores, or run at their own priority.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from dataclasses import dataclass
 
-GIL_SWITCH_INTERVAL_S = 0.001  # CPython's default is 0.005 s: the longest a tick waits for another thread
-_saved_switch_interval: list[float] = []
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,6 @@ def request_realtime(priority: int) -> Scheduling:
     else:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-            if not _saved_switch_interval:
-                _saved_switch_interval.append(sys.getswitchinterval())
-            sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
             return current_scheduling()
         except PermissionError as error:
             result = Scheduling(current_scheduling().policy, 0,
@@ -73,9 +72,7 @@ def request_realtime(priority: int) -> Scheduling:
 
 
 def restore_normal() -> None:
-    """Back to the default time-sharing policy and GIL switch interval (the end of a real-time run)."""
-    if _saved_switch_interval:
-        sys.setswitchinterval(_saved_switch_interval.pop())
+    """Back to the default time-sharing policy (the end of a real-time run); no-op where not supported."""
     if hasattr(os, "sched_setscheduler"):
         try:
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))

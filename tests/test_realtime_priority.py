@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import threading
 import warnings
 
 import numpy as np
 import pytest
 
-from handleit.harness import realtime_priority
 from handleit.harness.realtime_priority import current_scheduling, request_realtime, restore_normal
 from handleit.harness.realtime_runner import RealtimeRunner
 from handleit.harness.ros_commands import add_commands
@@ -51,24 +49,21 @@ def test_a_priority_outside_1_to_99_is_refused(priority):
 @linux_only
 def test_the_calling_thread_gets_fifo_where_permitted_and_back_to_normal():
     def run():
-        switch_before = sys.getswitchinterval()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             granted = request_realtime(30)
         during = current_scheduling()
-        switch_during = sys.getswitchinterval()
         restore_normal()
-        return (granted, during, current_scheduling(), switch_before, switch_during, sys.getswitchinterval(),
-                len(caught))
+        return granted, during, current_scheduling(), len(caught)
 
-    granted, during, after, switch_before, switch_during, switch_after, warned = in_thread(run)
+    granted, during, after, warned = in_thread(run)
     assert granted == during  # what it reports is what the kernel says
     if fifo_permitted():
         assert (during.policy, during.priority) == ("SCHED_FIFO", 30)
-        assert switch_during == realtime_priority.GIL_SWITCH_INTERVAL_S and warned == 0
+        assert warned == 0
     else:
         assert during.policy == "SCHED_OTHER" and "not permitted" in granted.reason and warned == 1
-    assert after.policy == "SCHED_OTHER" and switch_after == switch_before
+    assert after.policy == "SCHED_OTHER"
     assert current_scheduling().policy == "SCHED_OTHER"  # the test's own thread was never touched
 
 
