@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from py_trees.common import Status
 
+from handleit.clouds import finite_rows
 from handleit.perception.camera_calibration import (
     CameraCorrection,
     correct_cloud,
@@ -47,6 +48,7 @@ MAX_ROTATION_STD_DEG = 0.2
 MAX_TRANSLATION_STD_M = 0.004
 SAME_CAMERA_M = 0.05  # camera centres this close in the base frame, looking within SAME_CAMERA_DEG, are one camera
 SAME_CAMERA_DEG = 50.0
+MEAN_RAY_STRIDE = 8  # a camera's mean ray (which camera it is) from every 8th point of the cloud
 
 
 class CalibrateCameras(Skill):
@@ -85,18 +87,23 @@ class CalibrateCameras(Skill):
 
     def _camera_ids(self, obs: Observation) -> tuple[list[int], np.ndarray]:
         """For each of the observation's cameras, its identity (an index into ``cameras_B``), and its number of
-        finite points. One pass over the cloud (every tick: it is on the tick's path)."""
+        finite points. One pass over the cloud, the mean rays from a sample (every tick: it is on the tick's path)."""
         X_BW = np.linalg.inv(obs.X_WB)
         origins_W = np.asarray(obs.sensor_origins, dtype=np.float64)
-        finite = np.isfinite(obs.points).all(axis=1)
-        index, points = obs.sensor_index[finite], obs.points[finite]
-        counts = np.bincount(index, minlength=len(origins_W))[:len(origins_W)]
+        finite = finite_rows(obs.points)
+        counts = np.bincount(obs.sensor_index[finite], minlength=len(origins_W))[:len(origins_W)]
+        # The mean ray from every 8th point: as good for telling cameras apart (degrees), 8 times less work.
+        every = slice(None, None, MEAN_RAY_STRIDE)
+        sample = finite[every]
+        index, points = obs.sensor_index[every][sample], np.asarray(obs.points[every][sample], np.float64)
         sums = np.stack([np.bincount(index, weights=points[:, k], minlength=len(origins_W))[:len(origins_W)]
                          for k in range(3)], axis=1)
+        sample_counts = np.bincount(index, minlength=len(origins_W))[:len(origins_W)]
         ids = []
         for c, origin_W in enumerate(origins_W):
             p_B = X_BW[:3, :3] @ origin_W + X_BW[:3, 3]
-            look_W = sums[c] / counts[c] - origin_W if counts[c] else np.zeros(3)  # the mean ray of its points
+            # the mean ray of its points
+            look_W = sums[c] / sample_counts[c] - origin_W if sample_counts[c] else np.zeros(3)
             look_B = X_BW[:3, :3] @ look_W / max(float(np.linalg.norm(look_W)), 1e-9)
             angles = [np.degrees(np.arccos(np.clip(look_B @ d, -1.0, 1.0))) if np.linalg.norm(q - p_B) < SAME_CAMERA_M
                       else np.inf for q, d in self.cameras_B]
@@ -110,7 +117,7 @@ class CalibrateCameras(Skill):
     def _fit(self, obs: Observation, cameras: dict[int, int]) -> dict[int, tuple[CameraCorrection | None, np.ndarray]]:
         """``cameras``: identity -> index in this observation."""
         self_filter = self.tools.self_filter()
-        finite = np.isfinite(obs.points).all(axis=1)  # an organized cloud's invalid pixels are NaN
+        finite = finite_rows(obs.points)  # an organized cloud's invalid pixels are NaN
         return {cid: (fit_camera_correction(obs.points[finite & (obs.sensor_index == c)], obs.sensor_origins[c],
                                             self_filter, obs.qpos, obs.X_WB), np.array(obs.X_WB))
                 for cid, c in cameras.items()}

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 
+from handleit.clouds import finite_rows
 from handleit.perception.segmentation_errors import SegmentationError
 from handleit.types import Observation
 
@@ -16,7 +17,7 @@ def segment_cloud(segmenter, obs: Observation) -> tuple[np.ndarray | None, dict[
     the segmenter's masks over the kept points, and the SegmentationError's message (None when it found the
     target; the masks are then those the error carries, the robot's for example, and empty otherwise). Other
     exceptions propagate."""
-    finite = np.isfinite(obs.points).all(axis=1) if len(obs.points) else np.zeros(0, dtype=bool)
+    finite = finite_rows(obs.points) if len(obs.points) else np.zeros(0, dtype=bool)
     keep = None if finite.all() else finite
     if keep is not None:
         obs = finite_points(obs, keep)

@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from handleit.clouds import finite_rows
 from handleit.control.actions import base_to_world_velocity, world_to_base_velocity
 from handleit.harness.ros_env import import_rospy
 from handleit.poses import quaternion_of_rotation, rotation_of_quaternion
@@ -271,7 +272,7 @@ def cloud_from_msg(msg, frame_id: str | None = None, mask_names: tuple[str, ...]
     rows = np.frombuffer(data, dtype=np.uint8).reshape(height, row_step)[:, : width * step]
     cloud = np.ascontiguousarray(rows).view(dtype).reshape(-1)
     xyz = np.stack([cloud["x"], cloud["y"], cloud["z"]], axis=1).astype(np.float32)
-    finite = np.isfinite(xyz).all(axis=1)
+    finite = finite_rows(xyz)
     if not finite.any():
         raise RosMessageError(f"PointCloud2 has no finite point (all {n} are NaN or inf)")
     # The bits as uint32 (a float rgb is 0x00RRGGBB reinterpreted: a denormal, never converted as a number).

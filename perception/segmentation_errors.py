@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from handleit.clouds import finite_rows
+
 
 class SegmentationError(ValueError):
     """A segmenter could not make its masks from this input: an empty cloud, NaN points, a prompt outside
@@ -36,7 +38,7 @@ def check_points(points_W) -> np.ndarray:
         raise SegmentationError(f"points_W: expected shape [N, 3], got {list(p.shape)}")
     if len(p) == 0:
         raise SegmentationError("points_W: the point cloud is empty (0 points)")
-    finite = np.isfinite(p).all(axis=1)
+    finite = finite_rows(p)
     if not finite.all():
         raise SegmentationError(f"points_W: {int((~finite).sum())} of {len(p)} points contain NaN or inf")
     return p

@@ -45,6 +45,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from handleit.clouds import finite_rows
 from handleit.perception.cabinet_segmentation import CabinetPartTracker
 from handleit.perception.color_markers import marker_points, srgb_of_linear
 from handleit.perception.object_segmentation import ObjectTracker
@@ -127,7 +128,7 @@ def checked_cloud(observation: Observation) -> tuple[np.ndarray, np.ndarray]:
         raise SegmentationError(f"the point cloud must be [N, 3], got shape {list(points.shape)}")
     if len(points) == 0:
         raise SegmentationError("the point cloud is empty: nothing to segment")
-    bad = ~np.isfinite(points).all(axis=1)
+    bad = ~finite_rows(points)
     if bad.any():
         raise SegmentationError(f"the point cloud has {int(bad.sum())} NaN or inf points of {len(points)}; "
                                 "drop invalid points before segmenting")
