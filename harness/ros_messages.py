@@ -294,13 +294,17 @@ def distinct_rows(rows: np.ndarray, few: int = 16) -> tuple[np.ndarray, np.ndarr
     few cameras: one vectorised pass per camera (~5 ms for 192,000 points and three cameras, where
     ``np.unique(axis=0)`` sorts them all in ~200 ms); past ``few`` distinct rows, ``np.unique``."""
     index = np.full(len(rows), -1, dtype=np.int32)
+    columns = [np.ascontiguousarray(rows[:, k]) for k in range(rows.shape[1])]
     distinct = []
     while len(distinct) < few:
         left = np.flatnonzero(index < 0)
         if not len(left):
             return np.asarray(distinct).reshape(-1, rows.shape[1]), index
         row = rows[left[0]]
-        index[left[np.all(rows[left] == row, axis=1)]] = len(distinct)
+        match = np.ones(len(left), dtype=bool)
+        for column, value in zip(columns, row):  # column by column: np.all(..., axis=1) is ~15x slower
+            match &= column[left] == value
+        index[left[match]] = len(distinct)
         distinct.append(row)
     unique, inverse = np.unique(rows, axis=0, return_inverse=True)
     return unique, inverse.reshape(-1).astype(np.int32)
