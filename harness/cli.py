@@ -11,6 +11,7 @@ import imageio.v3 as iio
 import numpy as np
 
 import handleit.envs
+from handleit.blas_threads import single_blas_thread
 from handleit.harness.baseline_commands import add_commands as add_baseline_commands
 from handleit.harness.convert_demos import add_commands as add_convert_demos_commands
 from handleit.harness.demos import add_commands as add_demo_commands
@@ -138,6 +139,11 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        single_blas_thread()  # here and in every process a command starts (handleit/blas_threads.py)
+    except ValueError as error:
+        print(f"handleit: {error}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="handleit", description="Sense-plan-act manipulation toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help=_demo.__doc__)
