@@ -215,53 +215,56 @@ def _skill_running(action: py_trees.behaviour.Behaviour) -> bool:
     return action.status == Status.RUNNING and not getattr(action, "_done", False)
 
 
-class CheckedAtStart(py_trees.decorators.Decorator):
+def _skill_started(action: py_trees.behaviour.Behaviour) -> bool:
+    """Whether a skill's node has started and not ended, or waits for its effects to be believed."""
+    return action.status == Status.RUNNING
+
+
+class _HeldWhileSkillRuns(py_trees.decorators.Decorator):
+    """A condition's subtree not ticked while one of ``actions`` runs (``running(action)``): it reports ``held``
+    then (stopping the subtree with it), its feedback ``message`` with the skill's name; the subtree's status
+    otherwise."""
+
+    def __init__(self, child: py_trees.behaviour.Behaviour, actions: list[py_trees.behaviour.Behaviour],
+                 suffix: str, held: Status, message: str, running):
+        super().__init__(name=f"{child.name} ({suffix})", child=child)
+        self.actions, self.held, self.message, self.running = list(actions), held, message, running
+
+    def tick(self):
+        running = [a for a in self.actions if self.running(a)]
+        if running:
+            self.feedback_message = self.message.format(skill=running[0].name.split(" (")[0])
+            if self.status != self.held:
+                self.stop(self.held)
+            self.status = self.held
+            yield self
+            return
+        yield from super().tick()
+
+    def update(self) -> Status:
+        return self.decorated.status
+
+
+class CheckedAtStart(_HeldWhileSkillRuns):
     """A skill's precondition (its ``achieve <precondition>`` subtree), checked when the skill starts: while the
     skill runs, SUCCESS without ticking the check (the skill may undo its own precondition: the pick closes
     the hand that HandEmpty() wanted empty). Ticked as usual otherwise."""
 
     def __init__(self, child: py_trees.behaviour.Behaviour, action: py_trees.behaviour.Behaviour):
-        super().__init__(name=f"{child.name} (at the start)", child=child)
-        self.action = action
-
-    def tick(self):
         # Also while the skill waits for its effects to be believed: the open skill's HandEmpty() started the
         # release while Open(drawer) was not yet believed (TidyIntoDrawer test seeds 1 and 2).
-        if self.action.status == Status.RUNNING:
-            self.feedback_message = f"held when {self.action.name.split(' (')[0]} started"
-            if self.status != Status.SUCCESS:
-                self.stop(Status.SUCCESS)
-            self.status = Status.SUCCESS
-            yield self
-            return
-        yield from super().tick()
-
-    def update(self) -> Status:
-        return self.decorated.status
+        super().__init__(child, [action], "at the start", Status.SUCCESS, "held when {skill} started",
+                         running=_skill_started)
 
 
-class AfterSkillEnds(py_trees.decorators.Decorator):
+class AfterSkillEnds(_HeldWhileSkillRuns):
     """A goal's condition that does not stop a skill that runs to its end (``SkillSpec.preemptible=False``):
     FAILURE without reading the condition while one of ``actions`` runs (the selector above goes on ticking
     it), the condition's result otherwise."""
 
     def __init__(self, child: py_trees.behaviour.Behaviour, actions: list[py_trees.behaviour.Behaviour]):
-        super().__init__(name=f"{child.name} (once the skill ends)", child=child)
-        self.actions = list(actions)
-
-    def tick(self):
-        running = [a for a in self.actions if _skill_running(a)]
-        if running:
-            self.feedback_message = f"not read while {running[0].name.split(' (')[0]} runs"
-            if self.status != Status.FAILURE:
-                self.stop(Status.FAILURE)
-            self.status = Status.FAILURE
-            yield self
-            return
-        yield from super().tick()
-
-    def update(self) -> Status:
-        return self.decorated.status
+        super().__init__(child, actions, "once the skill ends", Status.FAILURE, "not read while {skill} runs",
+                         running=_skill_running)
 
 
 class SubtreeStub(py_trees.behaviour.Behaviour):

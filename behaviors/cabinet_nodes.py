@@ -30,6 +30,7 @@ from handleit.types import Grasp, Observation
 
 from .background import BackgroundPlanning
 from .camera_correction import HAND_OFFSET_MIN_M, camera_offset_at_tool
+from .cloud_stall import CloudStallTracker
 from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, wrist_roll_starts
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
@@ -548,7 +549,8 @@ class PullDrawer(Skill):
         self.speed_mps, self.stall_steps, self.stall_m, self.min_travel_m = speed_mps, stall_steps, stall_m, min_travel_m
 
     def initialise(self):
-        self.q_hold, self.history, self.ticks, self.cloud = None, [], 0, None
+        self.q_hold, self.ticks = None, 0
+        self.stall = CloudStallTracker(self.stall_steps)
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -557,13 +559,10 @@ class PullDrawer(Skill):
         outward = _horizontal_unit(self.bb.front_normal_W)
         displacement = self.bb.open_state.state.displacement_m if self.bb.open_state else 0.0
         self.ticks += 1
-        if obs.points is not self.cloud:  # a measurement on a new cloud
-            self.cloud = obs.points
-            self.history.append(displacement)
+        grown = self.stall.change(obs.points, displacement)
         self.feedback_message = f"opened {displacement * 100:.1f} cm"
-        if len(self.history) > self.stall_steps and displacement > self.min_travel_m:
-            if displacement - self.history[-1 - self.stall_steps] < self.stall_m:
-                return Status.SUCCESS
+        if grown is not None and displacement > self.min_travel_m and grown < self.stall_m:
+            return Status.SUCCESS
         qvel = self.tools.pid.step(self.q_hold, obs.qpos)
         i = self.tools.base_index
         # Ramp up over RAMP_STEPS: a jerk at the start would tear the handle out of the fingers.

@@ -69,9 +69,9 @@ PLACE_DROP_M = 0.015  # the held object's bottom stops this far above the place 
 ABOVE_RIM_M = 0.06  # the held object's bottom clears a drawer's rim (or the table top) by this much on the way
 RETREAT_M = 0.12  # after releasing, the hand rises this far
 DRAWER_MARGIN_M = 0.01  # the held object's footprint this far inside the drawer's opening, each side
-HELD_DRIFT_M = 0.04  # the held object's points may move this far relative to the hand (occlusion) ...
-HELD_DRIFT_STEPS = 5  # ... for this many steps in a row before it is lost
-FINGER_SPREAD_M = 0.015  # fingers this much wider than they clamped have been pried open
+# "object in gripper?" (behaviors/object_in_gripper.py): the object's points off where the hand held them for
+# this many steps in a row, it is lost.
+HELD_DRIFT_STEPS = 5
 LIFTED_MIN_M = 0.03  # "lifted?": the object's lowest seen point this far above its support at least
 RELEASED_GAP_M = 0.01  # "released?": the fingers this much wider than they clamped
 CARRY_YAWS_RAD = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4, 3 * math.pi / 4, -3 * math.pi / 4, math.pi)
@@ -648,42 +648,6 @@ class RecordHeldObject(Skill):
         self.bb.held_points_G = (obj.points_W - X_WT[:3, 3]) @ X_WT[:3, :3]
         self.feedback_message = f"{len(obj.points_W)} points, {np.round(np.ptp(self.bb.held_points_G, axis=0), 3)} m"
         return Status.SUCCESS
-
-
-class ObjectInHand(Skill):
-    """Check, every tick of a move with the object held: the fingers still clamp it (not closed on each other,
-    not pried open) and its points (``object_mask``, when in view) keep their place relative to the tool
-    centre, in the hand's frame, within :data:`HELD_DRIFT_M`. RUNNING while it holds."""
-
-    def __init__(self, name, tools, object_mask: str = "object"):
-        super().__init__(name, tools, reads=("observation", "clamped_gap_m"))
-        self.object_mask = object_mask
-
-    def initialise(self):
-        self.offset_W, self.drift_steps = None, 0
-
-    def update(self):
-        obs: Observation = self.bb.observation
-        gap = finger_gap_m(obs, self.tools)
-        if gap < FINGER_GAP_EMPTY_M:
-            return self.fail(f"object slipped out (gap {gap * 1000:.1f} mm)")
-        clamped = self.bb.clamped_gap_m
-        if clamped is not None and gap > clamped + FINGER_SPREAD_M:
-            return self.fail(f"fingers spread to {gap * 1000:.0f} mm (clamped at {clamped * 1000:.0f} mm)")
-        points = obs.points[_mask(obs, self.object_mask)]
-        self.feedback_message = f"gap {gap * 1000:.0f} mm"
-        if len(points) >= MIN_OBJECT_POINTS:
-            # In the hand's frame: the base turning while it carries turns the hand, and the offset with it.
-            X_WT = obs.X_WT[self.tools.side]
-            offset = X_WT[:3, :3].T @ (points.mean(axis=0) - X_WT[:3, 3])
-            if self.offset_W is None:
-                self.offset_W = offset
-            drift = float(np.linalg.norm(offset - self.offset_W))
-            self.drift_steps = self.drift_steps + 1 if drift > HELD_DRIFT_M else 0
-            self.feedback_message += f", points {100 * drift:.1f} cm off the hand"
-            if self.drift_steps >= HELD_DRIFT_STEPS:
-                return self.fail(f"object left the hand: its points {100 * drift:.1f} cm off where they were held")
-        return Status.RUNNING
 
 
 class Lifted(Skill):

@@ -44,12 +44,13 @@ from py_trees.common import ParallelPolicy
 
 from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
 from .mobile_pick_nodes import (
+    HELD_DRIFT_STEPS,
+    MIN_OBJECT_POINTS,
     MOBILE_PICK_BLACKBOARD,
     ApproachStandoff,
     HeldOverPlace,
     Lifted,
     MoveJoints,
-    ObjectInHand,
     ObjectLeftBehind,
     ObjectSeen,
     PerceiveObject,
@@ -62,6 +63,7 @@ from .mobile_pick_nodes import (
     RecordHeldObject,
     Released,
 )
+from .object_in_gripper import ObjectInGripper
 from .pick_nodes import Recover, seconds_to_steps
 
 PICK_ATTEMPTS = 3
@@ -77,7 +79,8 @@ def _with_object_check(name: str, tools: Tools, moves, object_mask: str):
     """The moves in sequence, "object in gripper?" ticked alongside; SUCCESS when the moves end."""
     sequence = py_trees.composites.Sequence("moves", memory=True, children=list(moves))
     return py_trees.composites.Parallel(name, policy=ParallelPolicy.SuccessOnSelected(children=[sequence]),
-                                        children=[sequence, ObjectInHand("object in gripper?", tools, object_mask)])
+                                        children=[sequence, ObjectInGripper("object in gripper?", tools, object_mask,
+                                                                            MIN_OBJECT_POINTS, HELD_DRIFT_STEPS)])
 
 
 def create_pick_tree(tools: Tools, object_mask: str = "object", table_mask: str = "table",

@@ -37,12 +37,10 @@ from handleit.types import Observation, RobotModel
 
 from .background import BackgroundPlanning
 from .common import (
-    FINGER_GAP_EMPTY_M,
     WRIST_ROLL_STARTS_RAD,
     JointReference,
     Skill,
     Tools,
-    finger_gap_m,
     wrist_roll_starts,
 )
 from .planners import arm_motion_planner
@@ -67,11 +65,9 @@ BACK_OFF_M = 0.08  # after a failed attempt the open hand rises this far before 
 # A failed grasp is not tried again while the object's centre stays within this of where it was (m, rad).
 SAME_GRASP_M, SAME_GRASP_RAD = 0.01, 0.3
 SAME_PLACE_M = 0.01
-# Held object check: the object's points (centroid) may move this far relative to the hand (occlusion by
-# the fingers shifts a partial view's centroid by 1-2 cm) for this many steps in a row before it is lost.
-HELD_DRIFT_M = 0.04
+# "object in gripper?" (behaviors/object_in_gripper.py): the target's points off where the hand held them for
+# this many steps in a row, it is lost.
 HELD_DRIFT_STEPS = 3
-FINGER_SPREAD_M = 0.015  # fingers this much wider than they clamped have been pried open
 # Goal orientations tried for the carry: the grasp's, then turned about the vertical through the object.
 CARRY_YAWS_RAD = (0.0, math.pi / 4, -math.pi / 4, math.pi / 2, -math.pi / 2, 3 * math.pi / 4, -3 * math.pi / 4, math.pi)
 # Extra IK starts of the pick trees: the wrist rolled a quarter turn either way, as they were tuned, without the
@@ -367,42 +363,6 @@ def _interpolate(plan, t: float) -> np.ndarray:
     k = int(np.searchsorted(times, t, side="right")) - 1
     s = (t - times[k]) / max(times[k + 1] - times[k], 1e-9)
     return plan.q_path[k] + s * (plan.q_path[k + 1] - plan.q_path[k])
-
-
-# ----------------------------------------------------------------------------------------------------
-# Grasp checks
-# ----------------------------------------------------------------------------------------------------
-class ObjectInGripper(Skill):
-    """Check, every tick of a carry: the fingers still clamp the object (not closed on each other, not pried
-    open) and its points move with the hand (their centroid keeps its place relative to the tool centre,
-    within :data:`HELD_DRIFT_M`, checked when the object is in view). RUNNING while it holds."""
-
-    def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation", "clamped_gap_m"))
-
-    def initialise(self):
-        self.offset_W, self.drift_steps = None, 0
-        self.feedback_message = ""
-
-    def update(self):
-        obs: Observation = self.bb.observation
-        gap = finger_gap_m(obs, self.tools)
-        if gap < FINGER_GAP_EMPTY_M:
-            return self.fail(f"object slipped out (gap {gap * 1000:.1f} mm)")
-        clamped = self.bb.clamped_gap_m
-        if clamped is not None and gap > clamped + FINGER_SPREAD_M:
-            return self.fail(f"fingers spread to {gap * 1000:.0f} mm (clamped at {clamped * 1000:.0f} mm)")
-        points = obs.points[obs.masks["target"]]
-        if len(points) >= MIN_TARGET_POINTS:
-            offset = points.mean(axis=0) - obs.X_WT[self.tools.side][:3, 3]
-            if self.offset_W is None:
-                self.offset_W = offset
-            drift = float(np.linalg.norm(offset - self.offset_W))
-            self.drift_steps = self.drift_steps + 1 if drift > HELD_DRIFT_M else 0
-            self.feedback_message = f"gap {gap * 1000:.0f} mm, points {100 * drift:.1f} cm off the hand"
-            if self.drift_steps >= HELD_DRIFT_STEPS:
-                return self.fail(f"object left the hand: its points {100 * drift:.1f} cm off where they were held")
-        return Status.RUNNING
 
 
 # ----------------------------------------------------------------------------------------------------

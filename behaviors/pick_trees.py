@@ -41,11 +41,13 @@ from py_trees.common import ParallelPolicy
 
 from .camera_correction import CorrectHoldForCameras
 from .common import GraspIsHolding, HoldStill, MoveToConfiguration, OperateGripper, StepTimeout, Tools
+from .object_in_gripper import ObjectInGripper
 from .pick_nodes import (
+    HELD_DRIFT_STEPS,
+    MIN_TARGET_POINTS,
     FollowPlan,
     GoalFromTask,
     GoalOnPlaceTarget,
-    ObjectInGripper,
     ObserveObjects,
     PlanCarry,
     PlanPick,
@@ -104,7 +106,8 @@ def _checked(name: str, tools: Tools, moves: list[py_trees.behaviour.Behaviour])
     sequence = py_trees.composites.Sequence("move", memory=True, children=moves)
     return py_trees.composites.Parallel(
         name, policy=ParallelPolicy.SuccessOnSelected(children=[sequence]),
-        children=[sequence, ObjectInGripper("object in gripper?", tools)])
+        children=[sequence,
+                  ObjectInGripper("object in gripper?", tools, "target", MIN_TARGET_POINTS, HELD_DRIFT_STEPS)])
 
 
 def create_pick_tree(tools: Tools) -> py_trees.behaviour.Behaviour:

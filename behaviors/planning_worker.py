@@ -475,6 +475,20 @@ def _worker_main(fd_in: int, fd_out: int) -> None:
     def reply(message: tuple) -> None:
         outbox.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
+    def run_job(job_id: int, work) -> None:
+        """Reply ``done`` with ``work()``'s result (or its error) and its time; skipped if cancelled before it
+        started."""
+        if job_id in cancelled:
+            cancelled.discard(job_id)
+            reply(("done", job_id, None, None, 0.0))
+            return
+        start = time.perf_counter()
+        try:
+            result = work()
+            reply(("done", job_id, True, result, time.perf_counter() - start))
+        except Exception as error:  # noqa: BLE001  handed to the node's tick, as on a thread
+            reply(("done", job_id, False, _error_payload(error), time.perf_counter() - start))
+
     try:
         while True:
             if not pending:
@@ -483,28 +497,10 @@ def _worker_main(fd_in: int, fd_out: int) -> None:
             message = pending.popleft()
             if message[0] == "plan":
                 _, job_id, spec, data, snapshot = message
-                if job_id in cancelled:
-                    cancelled.discard(job_id)
-                    reply(("done", job_id, None, None, 0.0))
-                    continue
-                start = time.perf_counter()
-                try:
-                    result = state.node(spec, data).plan(snapshot)
-                    reply(("done", job_id, True, result, time.perf_counter() - start))
-                except Exception as error:  # noqa: BLE001  handed to the node's tick, as on a thread
-                    reply(("done", job_id, False, _error_payload(error), time.perf_counter() - start))
+                run_job(job_id, lambda: state.node(spec, data).plan(snapshot))
             elif message[0] == "segment":
                 _, job_id, key, spec, observation = message
-                if job_id in cancelled:
-                    cancelled.discard(job_id)
-                    reply(("done", job_id, None, None, 0.0))
-                    continue
-                start = time.perf_counter()
-                try:
-                    result = segment_cloud(state.segmenter(key, spec), observation)
-                    reply(("done", job_id, True, result, time.perf_counter() - start))
-                except Exception as error:  # noqa: BLE001  handed to the segment node's tick
-                    reply(("done", job_id, False, _error_payload(error), time.perf_counter() - start))
+                run_job(job_id, lambda: segment_cloud(state.segmenter(key, spec), observation))
             elif message[0] == "segwarm":
                 _, warm_key, key, spec = message
                 try:

@@ -45,6 +45,7 @@ from handleit.perception.grasp_predictors import get_grasp_predictor
 
 from .cabinet_nodes import PULL_RAMP_STEPS, HandleInGripper, MakingProgress, PullDrawer
 from .cabinet_trees import MAX_ATTEMPTS, grasp_steps
+from .cloud_stall import CloudStallTracker
 from .common import OperateGripper, Skill, Tools, wrist_roll_starts
 from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints
 from .mobile_pick_trees import create_pick_tree, create_place_tree
@@ -145,7 +146,8 @@ class PushDrawer(Skill):
     speed that falls with the part's opening (``gain_per_s`` times it plus ``PUSH_PAST_CLOSED_M``, within
     ``min_speed_mps`` and ``max_speed_mps``), so that the drawer meets its closed stop gently. SUCCESS when
     the part stops moving after having moved at least ``min_travel_m`` (its stop, or blocked: the condition
-    above says which)."""
+    above says which): its opening, measured on ``stall_steps`` new clouds (not ticks, as the pull), changed
+    by less than ``stall_m``."""
 
     def __init__(self, name: str, tools: Tools, part: str, max_speed_mps: float = 0.5, min_speed_mps: float = 0.05,
                  gain_per_s: float = 3.0, stall_steps: int = 6, stall_m: float = 0.002, min_travel_m: float = 0.01):
@@ -156,7 +158,8 @@ class PushDrawer(Skill):
         self.stall_steps, self.stall_m, self.min_travel_m = stall_steps, stall_m, min_travel_m
 
     def initialise(self):
-        self.q_hold, self.history = None, []
+        self.q_hold, self.start, self.ticks = None, None, 0
+        self.stall = CloudStallTracker(self.stall_steps)
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -165,17 +168,19 @@ class PushDrawer(Skill):
         normal = np.array([self.bb.front_normal_W[0], self.bb.front_normal_W[1], 0.0])
         outward = normal / np.linalg.norm(normal)
         displacement = self.bb.open_state.state.displacement_m if self.bb.open_state else 0.0
-        self.history.append(displacement)
+        if self.start is None:
+            self.start = displacement
+        self.ticks += 1
+        changed = self.stall.change(obs.points, displacement)
         opening = (self.bb.part_opening_m or {}).get(self.part)
-        self.feedback_message = f"pushed {(self.history[0] - displacement) * 100:.1f} cm" + (
+        self.feedback_message = f"pushed {(self.start - displacement) * 100:.1f} cm" + (
             "" if opening is None else f", {opening * 100:.1f} cm open")
-        if len(self.history) > self.stall_steps and self.history[0] - displacement > self.min_travel_m:
-            if abs(displacement - self.history[-1 - self.stall_steps]) < self.stall_m:
-                return Status.SUCCESS
+        if changed is not None and self.start - displacement > self.min_travel_m and abs(changed) < self.stall_m:
+            return Status.SUCCESS
         speed = self.max_speed_mps if opening is None else float(
             np.clip(self.gain_per_s * (opening + PUSH_PAST_CLOSED_M), self.min_speed_mps, self.max_speed_mps))
         # As the pull: ramp up, a jerk would tear the handle out of the fingers.
-        speed *= min(1.0, len(self.history) / PULL_RAMP_STEPS)
+        speed *= min(1.0, self.ticks / PULL_RAMP_STEPS)
         qvel = self.tools.pid.step(self.q_hold, obs.qpos)
         qvel[self.tools.base_index[:2]] = -speed * outward[:2]
         self.send(qvel, "close")

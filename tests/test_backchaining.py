@@ -122,22 +122,36 @@ class _World:
         self.runs: list[str] = []
 
 
-class _PerceiveWorld(py_trees.behaviour.Behaviour):
-    def __init__(self, world, namespace):
+class _PerceiveToy(py_trees.behaviour.Behaviour):
+    """Writes ``predicates(world)`` into the blackboard's ``predicates``: a toy world's PerceivePredicates."""
+
+    def __init__(self, world, namespace, predicates):
         super().__init__("perceive predicates")
-        self.world = world
+        self.world, self.predicates = world, predicates
         self.bb = self.attach_blackboard_client(namespace=namespace)
         self.bb.register_key("predicates", access=Access.WRITE)
 
     def update(self):
-        w = self.world
-        self.bb.predicates = {
-            Predicate("Open", ("drawer",)): PredicateEvidence(w.opening >= 0.9, f"opening {w.opening:.1f}"),
-            Predicate("Closed", ("drawer",)): PredicateEvidence(w.opening <= 0.01, f"opening {w.opening:.1f}"),
-            Predicate("Grasped", ("object",)): PredicateEvidence(w.held, "held" if w.held else "not held"),
-            Predicate("HandEmpty", ()): PredicateEvidence(not w.held, ""),
-        }
+        self.bb.predicates = self.predicates(self.world)
         return Status.SUCCESS
+
+
+def _toy_root(world, namespace, predicates, goal, skills):
+    """Perceive the toy world, then the goal's tree; the tools (``world.tools``) log the skills' events."""
+    from types import SimpleNamespace
+
+    world.tools = SimpleNamespace(namespace=namespace, skill_events=[])
+    return py_trees.composites.Sequence("root", memory=False, children=[
+        _PerceiveToy(world, namespace, predicates), tree_for_goal(goal, skills, world.tools)])
+
+
+def _drawer_predicates(w):
+    return {
+        Predicate("Open", ("drawer",)): PredicateEvidence(w.opening >= 0.9, f"opening {w.opening:.1f}"),
+        Predicate("Closed", ("drawer",)): PredicateEvidence(w.opening <= 0.01, f"opening {w.opening:.1f}"),
+        Predicate("Grasped", ("object",)): PredicateEvidence(w.held, "held" if w.held else "not held"),
+        Predicate("HandEmpty", ()): PredicateEvidence(not w.held, ""),
+    }
 
 
 class _Act(py_trees.behaviour.Behaviour):
@@ -178,11 +192,7 @@ def _toy_skills(world):
 
 
 def _toy_tree(goal, world):
-    from types import SimpleNamespace
-
-    world.tools = SimpleNamespace(namespace="/toy", skill_events=[])
-    return py_trees.composites.Sequence("root", memory=False, children=[
-        _PerceiveWorld(world, "/toy"), tree_for_goal(goal, _toy_skills(world), world.tools)])
+    return _toy_root(world, "/toy", _drawer_predicates, goal, _toy_skills(world))
 
 
 def test_preconditions_run_first_and_the_goal_is_reached():
@@ -237,26 +247,15 @@ class _HandWorld:
         self.runs: list[str] = []
 
 
-class _PerceiveHand(py_trees.behaviour.Behaviour):
-    def __init__(self, world, namespace):
-        super().__init__("perceive predicates")
-        self.world = world
-        self.bb = self.attach_blackboard_client(namespace=namespace)
-        self.bb.register_key("predicates", access=Access.WRITE)
-
-    def update(self):
-        w = self.world
-        self.bb.predicates = {
-            Predicate("Grasped", ("object",)): PredicateEvidence(w.held, ""),
-            Predicate("HandEmpty", ()): PredicateEvidence(not w.held, ""),
-            Predicate("OnTopOf", ("object", "table")): PredicateEvidence(w.placed, ""),
-        }
-        return Status.SUCCESS
+def _hand_predicates(w):
+    return {
+        Predicate("Grasped", ("object",)): PredicateEvidence(w.held, ""),
+        Predicate("HandEmpty", ()): PredicateEvidence(not w.held, ""),
+        Predicate("OnTopOf", ("object", "table")): PredicateEvidence(w.placed, ""),
+    }
 
 
 def _hand_tree(world):
-    from types import SimpleNamespace
-
     def release(w):
         w.held = False
         return True
@@ -282,9 +281,7 @@ def _hand_tree(world):
         _skill("place on", ["o", "s"], ["Grasped(o)"], ["OnTopOf(o, s)"],
                lambda tools, o, s: _Act(world, f"place {o} on {s}", place), preemptible=False),
     )
-    world.tools = SimpleNamespace(namespace="/hand", skill_events=[])
-    return py_trees.composites.Sequence("root", memory=False, children=[
-        _PerceiveHand(world, "/hand"), tree_for_goal("OnTopOf(object, table)", skills, world.tools)])
+    return _toy_root(world, "/hand", _hand_predicates, "OnTopOf(object, table)", skills)
 
 
 def test_a_skill_that_undoes_its_precondition_and_makes_its_effect_early_runs_to_its_end():

@@ -21,7 +21,8 @@ from py_trees.common import Status
 import handleit.envs
 from handleit.behaviors import TREES, make_tree_solver
 from handleit.behaviors.common import GraspIsHolding
-from handleit.behaviors.pick_nodes import ObjectInGripper
+from handleit.behaviors.object_in_gripper import ObjectInGripper
+from handleit.behaviors.pick_nodes import HELD_DRIFT_STEPS, MIN_TARGET_POINTS
 from handleit.behaviors.pick_trees import create_stack_tree
 from handleit.harness.sim_robot import SimRobot
 from handleit.harness.solvers import make_solver
@@ -93,7 +94,7 @@ def test_grasp_checks_fail_on_empty_and_slipped_grasps(pick_cube):
     closed.tick_once()
     assert closed.status == Status.SUCCESS and solver.bb.clamped_gap_m == pytest.approx(0.041)
 
-    held = ObjectInGripper("object in gripper?", solver.tools)
+    held = ObjectInGripper("object in gripper?", solver.tools, "target", MIN_TARGET_POINTS, HELD_DRIFT_STEPS)
     solver.bb.observation = _with_fingers(obs, 0.041)
     held.tick_once()
     assert held.status == Status.RUNNING
@@ -101,7 +102,7 @@ def test_grasp_checks_fail_on_empty_and_slipped_grasps(pick_cube):
     held.tick_once()
     assert held.status == Status.FAILURE and "slipped out" in held.feedback_message
 
-    held = ObjectInGripper("object in gripper?", solver.tools)
+    held = ObjectInGripper("object in gripper?", solver.tools, "target", MIN_TARGET_POINTS, HELD_DRIFT_STEPS)
     solver.bb.observation = _with_fingers(obs, 0.041)
     held.tick_once()
     for _ in range(3):  # the object's points stay 10 cm away from where the hand held them
