@@ -67,6 +67,10 @@ PICK_KEYS = {"object": None, "support_z": None, "grasped": False, "clamped_gap_m
              "target_at_grasp": None, "failed_grasps": []}
 # Forgotten when a place starts (again): the region and the plan of the last place.
 PLACE_KEYS = {"place_region": None, "place_error": None, "place_goal_W": None}
+# Failed runs of one skill per episode before the composition gives it up (behaviors/backchaining.py's
+# "<skill> attempts left?"): the open and close skills retry three grasps within each run, and TidyIntoDrawer's
+# successful test episodes needed at most two runs of a skill (seed 1's place, 2 failed).
+DEFAULT_MAX_ATTEMPTS = 3
 # The push slows with the part's opening as if the closed pose were this much farther (m): the drawer meets
 # its stop still moving (gain x 2 cm = 6 cm/s), instead of creeping up to it.
 PUSH_PAST_CLOSED_M = 0.02
@@ -88,10 +92,14 @@ class SkillSpec:
     doc: str = ""
     # True: the effect's condition stops the skill as soon as it holds; False: once started, it runs to its end.
     preemptible: bool = True
+    # Failed runs allowed per episode (a run that ends without its effects believed counts as failed).
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
     def __post_init__(self) -> None:
         if not self.effects:
             raise ValueError(f"skill {self.name!r} has no effects: nothing could ever choose it")
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError(f"skill {self.name!r}: max_attempts must be an integer >= 1, got {self.max_attempts!r}")
 
     def match(self, goal: Predicate) -> dict[str, str] | None:
         """The binding of this skill's parameters under which one of its effects is ``goal``, or None. An
