@@ -45,7 +45,8 @@ from handleit.perception.grasp_predictors import get_grasp_predictor
 
 from .cabinet_nodes import PULL_RAMP_STEPS, HandleInGripper, MakingProgress, PullDrawer
 from .cabinet_trees import MAX_ATTEMPTS, grasp_steps
-from .common import OperateGripper, Skill, Tools, wrist_roll_starts
+from .cabinet_front_nodes import GoToCabinetFront
+from .common import OperateGripper, Skill, StepTimeout, Tools, wrist_roll_starts
 from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints
 from .mobile_pick_trees import create_pick_tree, create_place_tree
 from .pick_nodes import seconds_to_steps
@@ -57,11 +58,13 @@ TARGET_PART = "drawer"
 OBJECT, SURFACE = "object", "table"  # the object the pick and place skills move, the surface they put it on
 OBJECT_GRASP_PREDICTOR = "antipodal_6dof"  # the pick's grasps (the solver's own predictor grasps handles)
 BACK_OFF_M = 0.10  # the release backs the hand off this far along its approach
-# The open and close skills look for the handle this long (steps): the robot may start 2-3 m from the cabinet,
-# beside or behind it (the cabinet trees' 150 steps assume it starts 1.6-1.8 m in front).
+# The open and close skills look for the handle this long (steps) once in front of the cabinet (the cabinet trees'
+# 150 steps assume a start 1.6-1.8 m in front; the skills' first go there, 1.4 m from the handle).
 SKILL_HANDLE_TIMEOUT_STEPS = 400
+# Going to the cabinet's front from behind it: about 6 m around the cabinet and the table at 0.6 m/s, turns.
+FRONT_TIMEOUT_STEPS = 2000
 # The blackboard keys of the pick and place subtrees (a goal solver's blackboard holds them too).
-PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None}
+PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None, "cabinet_front_W": None}
 # Forgotten when a pick starts (again): what the last pick saw, planned and held.
 PICK_KEYS = {"object": None, "support_z": None, "grasped": False, "clamped_gap_m": None, "held_points_G": None,
              "target_at_grasp": None, "failed_grasps": []}
@@ -133,6 +136,12 @@ def _check_target(skill: str, part: str) -> None:
         raise ValueError(f"the {skill} skill acts on the target part the masks name ({TARGET_PART!r}); got {part!r}")
 
 
+def _front_steps(tools: Tools) -> tuple[py_trees.behaviour.Behaviour, ...]:
+    """Before the handle search: go to the cabinet's front from wherever the robot stands."""
+    return (StepTimeout("front reached in time?", GoToCabinetFront("go to the cabinet's front", tools),
+                        FRONT_TIMEOUT_STEPS, tools),)
+
+
 def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
     """Grasp the handle and pull the part open to its end stop (the drawer tree's attempts), then record
     its travel. FAILURE after ``MAX_ATTEMPTS`` failed attempts."""
@@ -143,7 +152,7 @@ def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
         children=[pull_drawer, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), pull,
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS, before_find=_front_steps(tools)), pull,
         RecordTravel(f"remember travel of {part}", tools, part)])
     return py_trees.decorators.Retry("grasp and pull", attempt, MAX_ATTEMPTS)
 
@@ -229,7 +238,7 @@ def close_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
                   MakingClosingProgress("making progress?", tools, part)],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), push])
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS, before_find=_front_steps(tools)), push])
     return py_trees.decorators.Retry("grasp and push", attempt, MAX_ATTEMPTS)
 
 
