@@ -757,6 +757,37 @@ class HeldOverPlace(Skill):
         return self.fail(f"hand {np.round(np.abs(local) - half, 3)} m outside the place region: not over it")
 
 
+class ReplanArmFromBase(Skill):
+    """The base stopped short of the pose planned for it (the drive over the place stalled 3-4.5 cm short in
+    TidyIntoDrawer test seeds 1 and 2, by the drawer's front or friction): the arm's configurations over the
+    place and for the release solved again with the base where it stands (IK, base fixed), so that the hand
+    still reaches the planned poses ``X_WG_above`` and ``X_WG_release``. Writes ``q_above`` and ``q_release``.
+    FAILURE: no IK (the base too far off for the arm)."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "X_WG_above", "X_WG_release"),
+                         writes=("q_above", "q_release"))
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        tools = self.tools
+        X_above, X_release = self.bb.X_WG_above, self.bb.X_WG_release
+        if X_above is None or X_release is None:
+            return self.fail("no planned place poses to reach")
+        base = tools.model.base_joint_names[:3]
+        above = tools.ik.solve(obs.qpos, {tools.side: X_above}, fixed_joints=base,
+                               initial_guesses=wrist_roll_starts(tools, obs.qpos))
+        if not above.success:
+            return self.fail(f"above, the base where it stands: {above.message}")
+        release = tools.ik.solve(above.q, {tools.side: X_release}, fixed_joints=base)
+        if not release.success:
+            return self.fail(f"release, the base where it stands: {release.message}")
+        self.bb.q_above, self.bb.q_release = above.q, release.q
+        i = tools.base_index[:2]
+        self.feedback_message = f"arm re-planned, the base {100 * np.linalg.norm(obs.qpos[i] - above.q[i]):.1f} cm off"
+        return Status.SUCCESS
+
+
 class PlanRetreat(Skill):
     """After the release: the hand straight up by the torso alone, from where the robot stands now (arm and
     base held): over the rim or top by :data:`RETREAT_M` more than the hand was above the release. A joint-
