@@ -40,7 +40,7 @@ CABINET_VOXEL_M = 0.03  # the cabinet's points merged over the drive on this gri
 LOOKOUT_M = 1.3  # the base's origin this far out from a side it looks at
 FRONT_STANDOFF_M = 1.4  # ... and from the handle, along the front's normal, where the handle search starts
 # In front already: this far out along the front's normal from the handle, and within this lateral fraction of it.
-IN_FRONT_MIN_M, IN_FRONT_LATERAL = 0.8, 0.6
+IN_FRONT_MIN_M, IN_FRONT_LATERAL = 0.5, 0.6
 MIN_HANDLE_POINTS, MIN_PART_POINTS = 5, 20  # a view with fewer of these does not name the front
 FRONT_VIEWS = 3  # views in a row that name the same side before it is the front
 VIEW_TICKS = 20  # a side looked at squarely this many ticks without a handle point is not the front
