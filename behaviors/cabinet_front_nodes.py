@@ -166,10 +166,9 @@ class GoToCabinetFront(Skill):
         xy = route[k]
         last = k == len(route) - 1
         yaw_now = float(obs.qpos[i[2]])
-        # On the way, face the cabinet (its points keep coming); at the goal, the goal's heading.
-        yaw = goal_yaw
+        # The goal's heading all the way: the three cameras see all around the base, the cabinet stays in view.
+        yaw = yaw_now + math.remainder(goal_yaw - yaw_now, 2 * math.pi)
         distance = float(np.linalg.norm(here - goal_xy))
-        yaw = yaw_now + math.remainder(yaw - yaw_now, 2 * math.pi)
         self.feedback_message = (f"{what}: {distance:.2f} m, {math.degrees(abs(yaw - yaw_now)):.0f} deg away"
                                  + ("" if last else f" (waypoint {k + 1} of {len(route)})"))
         if last and distance < ARRIVED_M and abs(yaw - yaw_now) < ARRIVED_RAD:

@@ -47,7 +47,7 @@ from .cabinet_nodes import PULL_RAMP_STEPS, HandleInGripper, MakingProgress, Pul
 from .cabinet_trees import MAX_ATTEMPTS, grasp_steps
 from .cabinet_front_nodes import GoToCabinetFront
 from .common import OperateGripper, Skill, StepTimeout, Tools, wrist_roll_starts
-from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints
+from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints, PlanTuck
 from .mobile_pick_trees import create_pick_tree, create_place_tree
 from .pick_nodes import seconds_to_steps
 from .pick_trees import PICK_BLACKBOARD
@@ -290,14 +290,29 @@ def release_subtree(tools: Tools) -> py_trees.behaviour.Behaviour:
     ])
 
 
+def clear_hand_steps(tools: Tools) -> py_trees.behaviour.Behaviour:
+    """Before a drive away from where the hand worked: back the hand off along its approach, then tuck the arm
+    (behaviors/mobile_pick_nodes.py's carry tuck), base held. After an open whose grasp slipped at its end, the
+    hand stayed by the handle believed empty; the pick's drive swept the arm into the drawer and pushed it
+    shut, again and again (TidyIntoDrawer test seed 0). Without IK for either move the pick goes on from
+    where the arm is (visible: "clear the hand" succeeds anyway)."""
+    return py_trees.decorators.FailureIsSuccess("clear the hand", py_trees.composites.Sequence(
+        "back off and tuck", memory=True, children=[
+            PlanBackOff("plan back-off (IK)", tools),
+            MoveJoints("back off", tools, "q_back_off", gripper="open", speed_fraction=0.5),
+            PlanTuck("plan tuck (IK)", tools),
+            MoveJoints("tuck arm", tools, "q_tuck", gripper="open", speed_fraction=0.3)]))
+
+
 def pick_subtree(tools: Tools, object: str) -> py_trees.behaviour.Behaviour:
-    """Forget the last pick, then the mobile pick subtree (behaviors/mobile_pick_trees.py) with the object
-    grasp predictor :data:`OBJECT_GRASP_PREDICTOR`."""
+    """Forget the last pick, clear the hand (:func:`clear_hand_steps`), then the mobile pick subtree
+    (behaviors/mobile_pick_trees.py) with the object grasp predictor :data:`OBJECT_GRASP_PREDICTOR`."""
     if object != OBJECT:
         raise ValueError(f"the pick skill moves the object the masks name ({OBJECT!r}); got {object!r}")
     predictor = get_grasp_predictor(OBJECT_GRASP_PREDICTOR)
     return py_trees.composites.Sequence(f"pick {object}", memory=True, children=[
-        Forget("forget the last pick", tools, PICK_KEYS), create_pick_tree(tools, grasp_predictor=predictor)])
+        Forget("forget the last pick", tools, PICK_KEYS), clear_hand_steps(tools),
+        create_pick_tree(tools, grasp_predictor=predictor)])
 
 
 def place_inside_subtree(tools: Tools, object: str, part: str) -> py_trees.behaviour.Behaviour:

@@ -466,3 +466,17 @@ def test_the_cabinet_front_is_reached_at_once_from_in_front_and_looked_for_from_
     solver.reset(bare)
     solver.step(bare)
     assert solver.tools.failure_reasons[-1].endswith("nowhere to look for the cabinet")
+
+
+def test_the_pick_skill_clears_the_hand_before_it_drives(model):
+    """The pick skill backs the hand off and tucks the arm before its drive (an open's hand left by the handle
+    swept the drawer shut on the way to the table); without IK it goes on, the step shown as succeeded."""
+    from handleit.behaviors.skills import pick_subtree
+
+    solver = _solver(model, lambda tools: pick_subtree(tools, "object"))
+    obs = _empty_observation(model)
+    solver.reset(obs)
+    names = [n.name for n in solver.root.iterate()]
+    order = [names.index(n) for n in ("forget the last pick", "plan back-off (IK)", "back off", "plan tuck (IK)",
+                                      "tuck arm", "drive to the object in time?")]
+    assert order == sorted(order) and "clear the hand" in names, names
