@@ -63,6 +63,10 @@ EDGE_CLEARANCE_M = 0.95  # the base's origin at least this far off the table's e
 BODY_CLEARANCE_M = 0.25  # IK keeps the base origin this far beyond the table edge or the drawer front
 STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
 ROUTE_MARGIN_M = 0.6  # the base's route keeps its origin this far off the table (its body, the arm's lower links)
+# ... and this much farther off the cabinet with its open drawer: the base drives facing its goal, so passing the
+# cabinet it may face it, and the hand, tucked 0.5 m ahead of the base, swept into the open drawer and pushed it
+# 25% shut (TidyIntoDrawer test seed 0: the base 0.42 m off the cabinet's side, facing it).
+CABINET_BERTH_M = 0.3
 WAYPOINT_REACHED_M = 0.15  # an intermediate waypoint this close counts as passed
 BLOCKED_STEPS = 300  # the base standing still (< 1 cm/s) this many steps short of its waypoint: blocked
 PLACE_DROP_M = 0.015  # the held object's bottom stops this far above the place surface, then drops
@@ -331,7 +335,8 @@ class ApproachStandoff(Skill):
             obstacles = [] if table is None else [(table.center_W[:2], table.axes_W, table.half_extent_m)]
             if cabinet is not None:
                 footprint: Footprint = cabinet[0]
-                obstacles.append((footprint.center_W, footprint.axes_W, footprint.half_extent_m))
+                obstacles.append((footprint.center_W, footprint.axes_W,
+                                  footprint.half_extent_m + CABINET_BERTH_M))
             route = route_around_rectangles(obs.qpos[i[:2]], xy, obstacles, ROUTE_MARGIN_M)
             if top is not None or outward is not None:  # from the estimate: keep it (it refines as it nears)
                 self.latched = (route, yaw)
