@@ -40,7 +40,7 @@ from handleit.perception.place_targets import (
     standoff_base_xy_yaw,
 )
 from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
-from handleit.planning.base_routes import route_around_rectangles
+from handleit.planning.base_routes import route_around_rectangles, segment_hits_rectangle
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
@@ -65,7 +65,8 @@ STANDOFF_TOLERANCE_M, STANDOFF_TOLERANCE_RAD = 0.06, 0.15
 ROUTE_MARGIN_M = 0.6  # the base's route keeps its origin this far off the table (its body, the arm's lower links)
 # ... and this much farther off the cabinet with its open drawer: the base drives facing its goal, so passing the
 # cabinet it may face it, and the hand, tucked 0.5 m ahead of the base, swept into the open drawer and pushed it
-# 25% shut (TidyIntoDrawer test seed 0: the base 0.42 m off the cabinet's side, facing it).
+# 25% shut (TidyIntoDrawer test seed 0: the base 0.42 m off the cabinet's side, facing it). Where the berth
+# leaves no way round (the table close by), the route keeps the usual margin: with none, the base drove straight.
 CABINET_BERTH_M = 0.3
 WAYPOINT_REACHED_M = 0.15  # an intermediate waypoint this close counts as passed
 BLOCKED_STEPS = 300  # the base standing still (< 1 cm/s) this many steps short of its waypoint: blocked
@@ -333,11 +334,18 @@ class ApproachStandoff(Skill):
             # pushed an open drawer 5 cm shut on its way past, TidyIntoDrawer test seed 1).
             table, cabinet = self.bb.table_top, self.bb.cabinet_footprint
             obstacles = [] if table is None else [(table.center_W[:2], table.axes_W, table.half_extent_m)]
+            route = None
             if cabinet is not None:
                 footprint: Footprint = cabinet[0]
-                obstacles.append((footprint.center_W, footprint.axes_W,
-                                  footprint.half_extent_m + CABINET_BERTH_M))
-            route = route_around_rectangles(obs.qpos[i[:2]], xy, obstacles, ROUTE_MARGIN_M)
+                wide = [*obstacles, (footprint.center_W, footprint.axes_W, footprint.half_extent_m + CABINET_BERTH_M)]
+                route = route_around_rectangles(obs.qpos[i[:2]], xy, wide, ROUTE_MARGIN_M)
+                blocked = len(route) == 1 and any(
+                    segment_hits_rectangle(obs.qpos[i[:2]], xy, c, a, h + 0.5 * ROUTE_MARGIN_M) for c, a, h in wide)
+                if blocked:  # no way round with the berth (the table close by; seed 0 drove straight through)
+                    route = None
+                obstacles.append((footprint.center_W, footprint.axes_W, footprint.half_extent_m))
+            if route is None:
+                route = route_around_rectangles(obs.qpos[i[:2]], xy, obstacles, ROUTE_MARGIN_M)
             if top is not None or outward is not None:  # from the estimate: keep it (it refines as it nears)
                 self.latched = (route, yaw)
                 self.waypoint, self.best, self.since_best = 0, math.inf, 0
