@@ -49,15 +49,18 @@ def make_tree_solver(task: str, model: RobotModel, **kwargs) -> TreeSolver:
 
 
 def make_goal_solver(goal: str, task: str, model: RobotModel, skills: tuple[SkillSpec, ...] = MOBILE_SKILLS,
-                     entity_masks: dict[str, str] | None = None, **kwargs) -> TreeSolver:
+                     entity_masks: dict[str, str] | None = None, max_attempts: int | None = None,
+                     **kwargs) -> TreeSolver:
     """A solver whose tree is composed for ``goal`` (``"Open(drawer)"``) from ``skills`` by backchaining
     (:func:`~handleit.behaviors.backchaining.create_goal_tree`) instead of the task's hand-written tree;
     on the single-arm mobile robot. The goal is composed here, so that a goal no skill reaches is refused
-    before any episode runs. Keyword arguments go to :class:`TreeSolver`."""
-    tree_for_goal(goal, skills, tools=None)  # refuses what cannot be composed, or needs a skill not built
+    before any episode runs. ``max_attempts``: failed runs allowed per skill and episode (None: each skill's
+    own, ``SkillSpec.max_attempts``). Keyword arguments go to :class:`TreeSolver`."""
+    # Refuses what cannot be composed, needs a skill not built, or a bad max_attempts.
+    tree_for_goal(goal, skills, tools=None, max_attempts=max_attempts)
 
     def build(tools):
-        return create_goal_tree(goal, skills, tools, entity_masks)
+        return create_goal_tree(goal, skills, tools, entity_masks, max_attempts=max_attempts)
 
     blackboard = {**GOAL_BLACKBOARD, **PICK_PLACE_BLACKBOARD, **kwargs.pop("blackboard", {})}
     solver = TreeSolver(task, model, build, blackboard=blackboard, **kwargs)

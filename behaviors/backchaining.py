@@ -23,6 +23,12 @@ Two departures from re-checking everything every tick, both shown as decorators 
   condition is not read until then (``AfterSkillEnds``): ``Grasped(object)`` holds as the fingers close,
   before the lift.
 
+Retries are bounded: each grounded skill has a budget of failed runs per episode (``SkillSpec.max_attempts``, or
+``max_attempts`` for all), checked by the visible condition ``<skill> attempts left?`` just before the skill. A
+run that fails, or that succeeds without its effects being believed, uses an attempt; once all are used the
+condition fails, and with it the skill's branch (``failed`` in the printed tree, ``out of attempts`` in the
+hand-offs): TidyIntoDrawer test seed 4's open failed 40 times, until the 3,000-step horizon.
+
 Refused, with a :class:`BackchainingError` that names the predicate and the chain that needed it: a
 predicate no skill achieves (:class:`NoSkillError`), an expansion that needs a predicate it is already
 expanding (:class:`ExpansionCycleError`), and a skill that is declared but has no subtree yet
@@ -147,7 +153,8 @@ class AwaitEffects(py_trees.decorators.Decorator):
     condition above believes its effects (it then stops the skill). Predicates are perceived once per tick,
     before the goal's conditions, and a change is believed only after :data:`STABLE_TICKS` ticks in a row
     (behaviors/predicate_nodes.py): at once, the conditions would still read what was believed before the
-    skill acted and run it again. If its effects are still not believed after the wait, the skill runs again.
+    skill acted and run it again. If its effects are still not believed after the wait, the skill runs again:
+    a failed attempt (``failed_runs``, logged as ``failed``).
     Logs the skill's start and end in ``tools.skill_events`` (tick, skill, event) and in ``tools.handoffs``
     (those and the predicates perception believed then, and a failure's reason)."""
 
@@ -159,16 +166,25 @@ class AwaitEffects(py_trees.decorators.Decorator):
         self.bb.register_key("tick", access=Access.READ)
         self.bb.register_key("predicates", access=Access.READ)
         self._done, self._waited = False, 0
+        # Runs that failed, or succeeded without their effects being believed (AttemptsLeft reads it).
+        self.failed_runs = 0
 
     def tick(self):
-        if self.status == Status.RUNNING and self._done and self._waited < self.await_ticks:
-            self._waited += 1
-            self.feedback_message = f"done: waiting for its effects to be believed ({self._waited} ticks)"
-            yield self
-            return
+        if self.status == Status.RUNNING and self._done:
+            if self._waited < self.await_ticks:
+                self._waited += 1
+                self.feedback_message = f"done: waiting for its effects to be believed ({self._waited} ticks)"
+                yield self
+                return
+            # Done, yet its effects are not believed: a failed attempt, and it runs again.
+            self._done, self._waited = False, 0
+            self.failed_runs += 1
+            self._log("failed", failure=f"{self.signature}: its effects not believed {self.await_ticks} ticks "
+                                        "after it succeeded")
+            self._log("started")
         yield from super().tick()
 
-    def _log(self, event: str) -> None:
+    def _log(self, event: str, failure: str | None = None) -> None:
         events = getattr(self.tools, "skill_events", None)
         tick = int(self.bb.get("tick")) if self.bb.exists("tick") else -1
         if events is not None:
@@ -182,7 +198,9 @@ class AwaitEffects(py_trees.decorators.Decorator):
                      "predicates": {str(p): bool(v.holds) for p, v in (values or {}).items()},
                      "unobserved": [str(p) for p, v in (values or {}).items() if not v.observed]}
             reasons = getattr(self.tools, "failure_reasons", None)
-            if event == "failed" and reasons:
+            if failure is not None:
+                entry["failure"] = failure
+            elif event == "failed" and reasons:
                 entry["failure"] = reasons[-1]
             handoffs.append(entry)
 
@@ -192,9 +210,6 @@ class AwaitEffects(py_trees.decorators.Decorator):
 
     def update(self) -> Status:
         status = self.decorated.status
-        if self._done and status != Status.SUCCESS:  # done, yet its effects are not believed: it runs again
-            self._done, self._waited = False, 0
-            self._log("started")
         if status == Status.SUCCESS:
             if not self._done:
                 self._done, self._waited = True, 0
@@ -205,9 +220,44 @@ class AwaitEffects(py_trees.decorators.Decorator):
 
     def terminate(self, new_status: Status) -> None:
         if new_status == Status.FAILURE:
+            self.failed_runs += 1
             self._log("failed")
         elif new_status == Status.INVALID and not self._done and self.status != Status.FAILURE:
             self._log("stopped")  # stopped: its condition held before it ended (not a failed run reset)
+
+
+class AttemptsLeft(py_trees.behaviour.Behaviour):
+    """Condition before a skill: SUCCESS while fewer than ``max_attempts`` of its runs (``action``, an
+    :class:`AwaitEffects`) have failed this episode, FAILURE after: the composition stops retrying a skill that
+    keeps failing. The first FAILURE is logged as the skill's ``out of attempts`` event (``tools.skill_events``,
+    ``tools.handoffs`` with the predicates believed then and the last failure's reason) and as a failed check
+    (``tools.failures``, ``tools.failure_reasons``); its signature goes to ``tools.out_of_attempts``."""
+
+    def __init__(self, action: AwaitEffects, signature: str, max_attempts: int):
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"{signature}: max_attempts must be an integer >= 1, got {max_attempts!r}")
+        super().__init__(f"{signature} attempts left?")
+        self.action, self.signature, self.max_attempts = action, signature, max_attempts
+        self.logged = False
+
+    def update(self) -> Status:
+        used = self.action.failed_runs
+        self.feedback_message = f"{used} of {self.max_attempts} attempts failed"
+        if used < self.max_attempts:
+            return Status.SUCCESS
+        if not self.logged:
+            self.logged = True
+            tools = self.action.tools
+            reasons = getattr(tools, "failure_reasons", None)
+            last = reasons[-1] if reasons else None
+            why = f"{self.name}: {self.feedback_message}" + (f" (last: {last})" if last else "")
+            for key, value in (("failures", self.name), ("failure_reasons", why),
+                               ("out_of_attempts", self.signature)):
+                entries = getattr(tools, key, None)
+                if entries is not None:
+                    entries.append(value)
+            self.action._log("out of attempts", failure=why)
+        return Status.FAILURE
 
 
 def _skill_running(action: py_trees.behaviour.Behaviour) -> bool:
@@ -287,16 +337,30 @@ def _action(a: Achiever, tools) -> py_trees.behaviour.Behaviour:
                         a.signature)
 
 
-def _ppa(e: Expansion, tools, placeholders: bool) -> py_trees.behaviour.Behaviour:
+class AttemptsStub(py_trees.behaviour.Behaviour):
+    """Stands for :class:`AttemptsLeft` in a tree composed without tools (for printing): SUCCESS."""
+
+    def __init__(self, signature: str, max_attempts: int):
+        super().__init__(f"{signature} attempts left?")
+        self.feedback_message = f"{max_attempts} attempts"
+
+    def update(self) -> Status:
+        return Status.SUCCESS
+
+
+def _ppa(e: Expansion, tools, placeholders: bool, max_attempts: int | None) -> py_trees.behaviour.Behaviour:
     namespace = "/goal" if tools is None else tools.namespace
     achievers, run_to_end = [], []
     for a in e.achievers:
         action = _action(a, tools)
         if not a.skill.preemptible:
             run_to_end.append(action)
-        preconditions = [_ppa(q, tools, placeholders) for q in a.preconditions]
+        preconditions = [_ppa(q, tools, placeholders, max_attempts) for q in a.preconditions]
+        budget = a.skill.max_attempts if max_attempts is None else max_attempts
+        attempts = (AttemptsLeft(action, a.signature, budget) if isinstance(action, AwaitEffects)
+                    else AttemptsStub(a.signature, budget))
         achievers.append(py_trees.composites.Sequence(a.signature, memory=False, children=[
-            *(CheckedAtStart(p, action) for p in preconditions), action]))
+            *(CheckedAtStart(p, action) for p in preconditions), attempts, action]))
     condition: py_trees.behaviour.Behaviour = PredicateHolds(e.predicate, namespace)
     if run_to_end:
         condition = AfterSkillEnds(condition, run_to_end)
@@ -304,7 +368,7 @@ def _ppa(e: Expansion, tools, placeholders: bool) -> py_trees.behaviour.Behaviou
 
 
 def tree_for_goal(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ...], tools: Tools | Any = None,
-                  placeholders: bool = False) -> py_trees.behaviour.Behaviour:
+                  placeholders: bool = False, max_attempts: int | None = None) -> py_trees.behaviour.Behaviour:
     """The PPA tree that reaches ``goal`` with ``skills``: ``goal: <goal>`` (Sequence) over each predicate's
     ``achieve <predicate>`` (Selector). Its conditions read the blackboard key ``predicates`` that
     :class:`~handleit.behaviors.predicate_nodes.PerceivePredicates` writes (see :func:`create_goal_tree` for the
@@ -317,9 +381,15 @@ def tree_for_goal(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ..
             composes a tree to print, each built skill's subtree shown as one node.
         placeholders: put a failing "no subtree yet" node in place of each declared skill without a subtree,
             instead of raising :class:`UnbuiltSkillError`.
+        max_attempts: failed runs allowed per skill and episode, for every skill (None: each skill's
+            ``SkillSpec.max_attempts``); checked by the node ``<skill> attempts left?``.
     Raises:
-        NoSkillError, ExpansionCycleError, UnbuiltSkillError (all BackchainingError, a ValueError).
+        NoSkillError, ExpansionCycleError, UnbuiltSkillError (all BackchainingError, a ValueError); ValueError
+        for a ``max_attempts`` that is not an integer >= 1.
     """
+    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
+                                     or max_attempts < 1):
+        raise ValueError(f"max_attempts must be an integer >= 1 or None, got {max_attempts!r}")
     goal = parse_goal(goal) if isinstance(goal, str) else tuple(goal)
     expansions = expand_goal(goal, skills)
     unbuilt = [a.signature for a in skills_of(expansions) if a.skill.build is None]
@@ -327,11 +397,12 @@ def tree_for_goal(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ..
         raise UnbuiltSkillError(f"the tree for {format_goal(goal)} needs skills that have no subtree yet: "
                                 f"{', '.join(unbuilt)} (placeholders=True prints the composition anyway)")
     return py_trees.composites.Sequence(f"goal: {format_goal(goal)}", memory=False,
-                                        children=[_ppa(e, tools, placeholders) for e in expansions])
+                                        children=[_ppa(e, tools, placeholders, max_attempts) for e in expansions])
 
 
 def create_goal_tree(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec, ...], tools: Tools,
-                     entity_masks: dict[str, str] | None = None) -> py_trees.behaviour.Behaviour:
+                     entity_masks: dict[str, str] | None = None,
+                     max_attempts: int | None = None) -> py_trees.behaviour.Behaviour:
     """The whole tree for a solver: perceive (the cabinet trees' handle, front and open state, when an
     entity is the target part), perceive predicates, the PPA tree, and hold still once the goal holds.
 
@@ -342,7 +413,7 @@ def create_goal_tree(goal: str | tuple[Predicate, ...], skills: tuple[SkillSpec,
         └── hold still               the goal holds: brake, then keep still where the robot stopped
     """
     goal = parse_goal(goal) if isinstance(goal, str) else tuple(goal)
-    goal_tree = tree_for_goal(goal, skills, tools)
+    goal_tree = tree_for_goal(goal, skills, tools, max_attempts=max_attempts)
     masks = DEFAULT_ENTITY_MASKS if entity_masks is None else entity_masks
     predicates = conditions_of(expand_goal(goal, skills))
     entities = {a for p in predicates for a in p.args}

@@ -50,10 +50,13 @@ MAX_ATTEMPTS = 3
 PRESHAPE_MARGIN_M = 0.02
 
 
-def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 150) -> list[py_trees.behaviour.Behaviour]:
+def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 150,
+                before_find: tuple[py_trees.behaviour.Behaviour, ...] = ()) -> list[py_trees.behaviour.Behaviour]:
     """The handle grasp both cabinet trees (and the open and close skills, behaviors/skills.py) start with:
     recover, find the handle, plan, reach, refine, move in, close the gripper, check the grasp holds.
-    ``handle_timeout_steps``: how long the approach may look for the handle (the skills drive farther)."""
+    ``handle_timeout_steps``: how long the approach may look for the handle (the skills drive farther).
+    ``before_find``: nodes between the recovery and the handle search (the skills first go to the cabinet's
+    front, behaviors/cabinet_front_nodes.py)."""
     find = py_trees.composites.Parallel(
         "find handle", policy=ParallelPolicy.SuccessOnOne(),
         children=[ApproachPart("approach cabinet", tools),
@@ -63,6 +66,7 @@ def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 15
     hinge = [EstimateHinge("estimate hinge", tools)] if door else []
     return [
         Recover("recover", tools),
+        *before_find,
         find,
         *hinge,
         # A door's handle stands out from a flat front with nothing to sweep into: a shorter final approach.

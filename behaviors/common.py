@@ -44,6 +44,8 @@ class Tools:
     # The same events with the predicates perception believed at each (the hand-offs), and a failure's reason:
     # dicts {"tick", "skill", "event", "predicates": {predicate: bool}, "failure"?}.
     handoffs: list[dict] = field(default_factory=list)
+    # Skills a composed tree stopped retrying ("<skill> attempts left?" failed), in order.
+    out_of_attempts: list[str] = field(default_factory=list)
     realtime: bool = False  # planning nodes plan off the tick thread, the robot held still (behaviors/background.py)
     # Where a real-time plan runs: "thread" (a worker thread of this process) or "process" (the planning worker
     # process, behaviors/planning_worker.py: no solver holds this process's GIL). Lockstep plans in the tick.

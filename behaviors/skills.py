@@ -45,9 +45,10 @@ from handleit.perception.grasp_predictors import get_grasp_predictor
 
 from .cabinet_nodes import PULL_RAMP_STEPS, HandleInGripper, MakingProgress, PullDrawer
 from .cabinet_trees import MAX_ATTEMPTS, grasp_steps
+from .cabinet_front_nodes import GoToCabinetFront
 from .cloud_stall import CloudStallTracker
-from .common import OperateGripper, Skill, Tools, wrist_roll_starts
-from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints
+from .common import OperateGripper, Skill, StepTimeout, Tools, wrist_roll_starts
+from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints, PlanTuck
 from .mobile_pick_trees import create_pick_tree, create_place_tree
 from .pick_nodes import seconds_to_steps
 from .pick_trees import PICK_BLACKBOARD
@@ -58,16 +59,22 @@ TARGET_PART = "drawer"
 OBJECT, SURFACE = "object", "table"  # the object the pick and place skills move, the surface they put it on
 OBJECT_GRASP_PREDICTOR = "antipodal_6dof"  # the pick's grasps (the solver's own predictor grasps handles)
 BACK_OFF_M = 0.10  # the release backs the hand off this far along its approach
-# The open and close skills look for the handle this long (steps): the robot may start 2-3 m from the cabinet,
-# beside or behind it (the cabinet trees' 150 steps assume it starts 1.6-1.8 m in front).
+# The open and close skills look for the handle this long (steps) once in front of the cabinet (the cabinet trees'
+# 150 steps assume a start 1.6-1.8 m in front; the skills' first go there, 1.4 m from the handle).
 SKILL_HANDLE_TIMEOUT_STEPS = 400
+# Going to the cabinet's front from behind it: about 6 m around the cabinet and the table at 0.6 m/s, turns.
+FRONT_TIMEOUT_STEPS = 2000
 # The blackboard keys of the pick and place subtrees (a goal solver's blackboard holds them too).
-PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None}
+PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None, "cabinet_front_W": None}
 # Forgotten when a pick starts (again): what the last pick saw, planned and held.
 PICK_KEYS = {"object": None, "support_z": None, "grasped": False, "clamped_gap_m": None, "held_points_G": None,
              "target_at_grasp": None, "failed_grasps": []}
 # Forgotten when a place starts (again): the region and the plan of the last place.
 PLACE_KEYS = {"place_region": None, "place_error": None, "place_goal_W": None}
+# Failed runs of one skill per episode before the composition gives it up (behaviors/backchaining.py's
+# "<skill> attempts left?"): the open and close skills retry three grasps within each run, and TidyIntoDrawer's
+# successful test episodes needed at most two runs of a skill (seed 1's place, 2 failed).
+DEFAULT_MAX_ATTEMPTS = 3
 # The push slows with the part's opening as if the closed pose were this much farther (m): the drawer meets
 # its stop still moving (gain x 2 cm = 6 cm/s), instead of creeping up to it.
 PUSH_PAST_CLOSED_M = 0.02
@@ -89,10 +96,14 @@ class SkillSpec:
     doc: str = ""
     # True: the effect's condition stops the skill as soon as it holds; False: once started, it runs to its end.
     preemptible: bool = True
+    # Failed runs allowed per episode (a run that ends without its effects believed counts as failed).
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
     def __post_init__(self) -> None:
         if not self.effects:
             raise ValueError(f"skill {self.name!r} has no effects: nothing could ever choose it")
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError(f"skill {self.name!r}: max_attempts must be an integer >= 1, got {self.max_attempts!r}")
 
     def match(self, goal: Predicate) -> dict[str, str] | None:
         """The binding of this skill's parameters under which one of its effects is ``goal``, or None. An
@@ -126,6 +137,12 @@ def _check_target(skill: str, part: str) -> None:
         raise ValueError(f"the {skill} skill acts on the target part the masks name ({TARGET_PART!r}); got {part!r}")
 
 
+def _front_steps(tools: Tools) -> tuple[py_trees.behaviour.Behaviour, ...]:
+    """Before the handle search: go to the cabinet's front from wherever the robot stands."""
+    return (StepTimeout("front reached in time?", GoToCabinetFront("go to the cabinet's front", tools),
+                        FRONT_TIMEOUT_STEPS, tools),)
+
+
 def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
     """Grasp the handle and pull the part open to its end stop (the drawer tree's attempts), then record
     its travel. FAILURE after ``MAX_ATTEMPTS`` failed attempts."""
@@ -136,7 +153,7 @@ def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
         children=[pull_drawer, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), pull,
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS, before_find=_front_steps(tools)), pull,
         RecordTravel(f"remember travel of {part}", tools, part)])
     return py_trees.decorators.Retry("grasp and pull", attempt, MAX_ATTEMPTS)
 
@@ -226,7 +243,7 @@ def close_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
                   MakingClosingProgress("making progress?", tools, part)],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS), push])
+        *grasp_steps(tools, handle_timeout_steps=SKILL_HANDLE_TIMEOUT_STEPS, before_find=_front_steps(tools)), push])
     return py_trees.decorators.Retry("grasp and push", attempt, MAX_ATTEMPTS)
 
 
@@ -278,14 +295,29 @@ def release_subtree(tools: Tools) -> py_trees.behaviour.Behaviour:
     ])
 
 
+def clear_hand_steps(tools: Tools) -> py_trees.behaviour.Behaviour:
+    """Before a drive away from where the hand worked: back the hand off along its approach, then tuck the arm
+    (behaviors/mobile_pick_nodes.py's carry tuck), base held. After an open whose grasp slipped at its end, the
+    hand stayed by the handle believed empty; the pick's drive swept the arm into the drawer and pushed it
+    shut, again and again (TidyIntoDrawer test seed 0). Without IK for either move the pick goes on from
+    where the arm is (visible: "clear the hand" succeeds anyway)."""
+    return py_trees.decorators.FailureIsSuccess("clear the hand", py_trees.composites.Sequence(
+        "back off and tuck", memory=True, children=[
+            PlanBackOff("plan back-off (IK)", tools),
+            MoveJoints("back off", tools, "q_back_off", gripper="open", speed_fraction=0.5),
+            PlanTuck("plan tuck (IK)", tools),
+            MoveJoints("tuck arm", tools, "q_tuck", gripper="open", speed_fraction=0.3)]))
+
+
 def pick_subtree(tools: Tools, object: str) -> py_trees.behaviour.Behaviour:
-    """Forget the last pick, then the mobile pick subtree (behaviors/mobile_pick_trees.py) with the object
-    grasp predictor :data:`OBJECT_GRASP_PREDICTOR`."""
+    """Forget the last pick, clear the hand (:func:`clear_hand_steps`), then the mobile pick subtree
+    (behaviors/mobile_pick_trees.py) with the object grasp predictor :data:`OBJECT_GRASP_PREDICTOR`."""
     if object != OBJECT:
         raise ValueError(f"the pick skill moves the object the masks name ({OBJECT!r}); got {object!r}")
     predictor = get_grasp_predictor(OBJECT_GRASP_PREDICTOR)
     return py_trees.composites.Sequence(f"pick {object}", memory=True, children=[
-        Forget("forget the last pick", tools, PICK_KEYS), create_pick_tree(tools, grasp_predictor=predictor)])
+        Forget("forget the last pick", tools, PICK_KEYS), clear_hand_steps(tools),
+        create_pick_tree(tools, grasp_predictor=predictor)])
 
 
 def place_inside_subtree(tools: Tools, object: str, part: str) -> py_trees.behaviour.Behaviour:

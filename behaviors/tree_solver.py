@@ -23,6 +23,9 @@ from .solver_tools import TRACKING_GAINS, ToolsSpec, make_tools  # noqa: F401  T
 _instances = itertools.count()
 _solvers = itertools.count()
 PLANNING_MODES = ("process", "thread")  # where a real-time plan runs (behaviors/background.py)
+# A composed tree with a skill out of attempts whose root has failed this many ticks in a row has given up (the
+# predicates it reads change only after 20 ticks in a row, behaviors/predicate_nodes.py).
+GIVE_UP_TICKS = 50
 
 
 class TreeSolver:
@@ -115,6 +118,7 @@ class TreeSolver:
             self.bb.register_key(key, access=py_trees.common.Access.WRITE)
             self.bb.set(key, value, overwrite=True)
         self.step_times_s = []
+        self._failed_ticks = 0
 
     def _initial_blackboard(self) -> dict[str, Any]:
         return {
@@ -131,11 +135,18 @@ class TreeSolver:
         self.bb.tick = self.bb.tick + 1
         self.bb.command = None
         self.tree.tick()
+        self._failed_ticks = self._failed_ticks + 1 if self.root.status == py_trees.common.Status.FAILURE else 0
         command = self.bb.command
         if command is None:  # nothing acted this tick (e.g. the tree ended): hold still
             command = Command(qvel=np.zeros(len(self.model.joint_names)), gripper={s: "hold" for s in self.sides})
         self.step_times_s.append(time.perf_counter() - start)
         return command
+
+    @property
+    def gave_up(self) -> bool:
+        """The tree will not act again: a skill is out of attempts (behaviors/backchaining.py) and the root has
+        failed for :data:`GIVE_UP_TICKS` ticks in a row. The harness ends such an episode."""
+        return bool(self.tools is not None and self.tools.out_of_attempts and self._failed_ticks >= GIVE_UP_TICKS)
 
     @property
     def failed_node(self) -> str | None:
@@ -151,6 +162,9 @@ class TreeSolver:
             **({"skill_events": [list(e) for e in self.tools.skill_events]} if self.tools and self.tools.skill_events
                else {}),
             **({"handoffs": list(self.tools.handoffs)} if self.tools and self.tools.handoffs else {}),
+            **({"out_of_attempts": list(self.tools.out_of_attempts)} if self.tools and self.tools.out_of_attempts
+               else {}),
+            **({"gave_up": True} if self.gave_up else {}),
         }
 
     # Display ----------------------------------------------------------------------------------------

@@ -209,6 +209,8 @@ class _EpisodeRunner:
                 node = getattr(solver, "failed_node", None)
                 if node and (not record.failures or record.failures[-1] != node):
                     record.failures.append(node)
+                if getattr(solver, "gave_up", False):  # a composed tree out of attempts: nothing more will act
+                    break
             record.success = bool(robot.info.get("success", False))
             record.steps = robot.steps
             record.open_fraction = robot.info.get("open_fraction")

@@ -23,15 +23,19 @@ def episode_stages(record: dict) -> dict:
             runs[open_runs.pop(skill)][1] = event
     succeeded = [skill for skill, end in runs if end == "succeeded"]
     failures = [h for h in diagnostics.get("handoffs", []) if h["event"] == "failed"]
+    # A skill the tree stopped retrying ("<skill> attempts left?" failed, behaviors/backchaining.py).
+    given_up = [h for h in diagnostics.get("handoffs", []) if h["event"] == "out of attempts"]
     broke = None
     if not record.get("success"):
         last = runs[-1] if runs else None
         reason = (record.get("failed_node") or "") if not failures else failures[-1].get("failure", "")
+        if given_up:
+            reason = given_up[-1].get("failure", reason)
         broke = {"skill": last[0] if last else None, "ended": last[1] if last else None, "reason": reason}
     repeated = [skill for skill, n in Counter(skill for skill, _ in runs).items() if n > 1]
     return {"runs": runs, "succeeded": succeeded, "failed_runs": [h["skill"] for h in failures],
             "failure_kinds": [(h["skill"], h.get("failure", "?").split(":")[0]) for h in failures],
-            "repeated": repeated, "broke": broke}
+            "repeated": repeated, "out_of_attempts": [h["skill"] for h in given_up], "broke": broke}
 
 
 def predicate_accuracy(records: list[dict]) -> dict[str, list[int]]:
@@ -71,6 +75,9 @@ def summarize(records: list[dict]) -> str:
     kinds = Counter(k for s in stages for k in s["failure_kinds"])
     lines.append("Hand-off failures by kind (skill: failed check): " + (
         ", ".join(f"{skill}: {node} x{n}" for (skill, node), n in kinds.most_common()) or "none"))
+    given_up = Counter(skill for s in stages for skill in s["out_of_attempts"])
+    lines.append("Skills out of attempts (the tree gave them up): " + (
+        ", ".join(f"{skill} x{n}" for skill, n in given_up.most_common()) or "none"))
     repaired = sum(1 for r, s in zip(records, stages) if r.get("success") and (s["failed_runs"] or s["repeated"]))
     troubled = sum(1 for s in stages if s["failed_runs"] or s["repeated"])
     lines.append(f"Episodes with a failed or repeated skill: {troubled}; of them repaired (successful): {repaired}")

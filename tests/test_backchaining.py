@@ -311,6 +311,97 @@ def test_an_object_dropped_during_the_place_is_picked_again():
     assert ("place on(object, table)", "stopped") not in events  # a failed run is not also "stopped"
 
 
+def _failing_tree(world, max_attempts=None, skill_attempts=3):
+    """A toy open skill whose every run fails at its second tick; the composition's budget ``max_attempts``
+    (None: the skill's ``skill_attempts``)."""
+    from types import SimpleNamespace
+
+    def fail(w):
+        w.ticks = getattr(w, "ticks", 0) + 1
+        return "fail" if w.ticks % 2 == 0 else False
+
+    skill = SkillSpec("open", ("part",), (), (parse_predicate("Open(part)"),),
+                      lambda tools, part: _Act(world, f"open {part}", fail), max_attempts=skill_attempts)
+    world.tools = SimpleNamespace(namespace="/toy_fail", skill_events=[], handoffs=[], failures=[],
+                                  failure_reasons=[], out_of_attempts=[])
+    return py_trees.composites.Sequence("root", memory=False, children=[
+        _PerceiveWorld(world, "/toy_fail"),
+        tree_for_goal("Open(drawer)", (skill,), world.tools, max_attempts=max_attempts)])
+
+
+def test_a_skill_that_keeps_failing_is_given_up_by_a_visible_node():
+    """The retries are bounded: after the skill's budget of failed runs the node "open(drawer) attempts
+    left?" fails, and with it the goal; the skill is not started again however long the tree is ticked."""
+    world = _World()
+    root = _failing_tree(world)
+    lines = [line.strip() for line in py_trees.display.unicode_tree(root).splitlines()]
+    assert "--> open(drawer) attempts left?" in lines  # a condition of the printed tree, before the skill
+    for _ in range(40):
+        root.tick_once()
+    assert root.status == Status.FAILURE
+    assert world.runs == ["open drawer"] * 3  # SkillSpec.max_attempts = 3
+    node = next(n for n in root.iterate() if n.name == "open(drawer) attempts left?")
+    assert node.status == Status.FAILURE and node.feedback_message == "3 of 3 attempts failed"
+    events = [(s, e) for _, s, e in world.tools.skill_events]
+    assert events == [("open(drawer)", "started"), ("open(drawer)", "failed")] * 3 + [
+        ("open(drawer)", "out of attempts")]  # logged once
+    (given_up,) = [h for h in world.tools.handoffs if h["event"] == "out of attempts"]
+    assert given_up["failure"].startswith("open(drawer) attempts left?: 3 of 3 attempts failed")
+    assert world.tools.out_of_attempts == ["open(drawer)"]
+    assert world.tools.failures == ["open(drawer) attempts left?"]
+
+
+def test_the_attempt_budget_is_configurable_and_checked():
+    world = _World()
+    root = _failing_tree(world, max_attempts=5)  # for every skill, over the skill's own 3
+    for _ in range(40):
+        root.tick_once()
+    assert world.runs == ["open drawer"] * 5
+    world = _World()
+    root = _failing_tree(world, skill_attempts=1)
+    for _ in range(10):
+        root.tick_once()
+    assert world.runs == ["open drawer"] and root.status == Status.FAILURE
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="max_attempts"):
+            tree_for_goal("Open(drawer)", DRAWER_SKILLS, placeholders=True, max_attempts=bad)
+        with pytest.raises(ValueError, match="max_attempts"):
+            SkillSpec("open", ("part",), (), (parse_predicate("Open(part)"),), max_attempts=bad)
+
+
+def test_a_skill_whose_effects_are_never_believed_uses_its_attempts():
+    """A run that succeeds while its effect's condition never holds (perception disagrees) counts as failed:
+    the composition does not loop on it for ever."""
+    from types import SimpleNamespace
+
+    world = _World()
+    skill = SkillSpec("open", ("part",), (), (parse_predicate("Open(part)"),),
+                      lambda tools, part: _Act(world, f"open {part}", lambda w: True), max_attempts=2)
+    world.tools = SimpleNamespace(namespace="/toy_unbelieved", skill_events=[], handoffs=[], failures=[],
+                                  failure_reasons=[], out_of_attempts=[])
+    root = py_trees.composites.Sequence("root", memory=False, children=[
+        _PerceiveWorld(world, "/toy_unbelieved"), tree_for_goal("Open(drawer)", (skill,), world.tools)])
+    for _ in range(200):
+        root.tick_once()
+    assert root.status == Status.FAILURE and world.tools.out_of_attempts == ["open(drawer)"]
+    assert world.runs == ["open drawer"] * 3  # the third run started as the second wait ended, then stopped
+    failed = [h["failure"] for h in world.tools.handoffs if h["event"] == "failed"]
+    assert failed == ["open(drawer): its effects not believed 21 ticks after it succeeded"] * 2
+
+
+def test_the_solver_gives_up_only_out_of_attempts_and_failing_a_while():
+    from types import SimpleNamespace
+
+    from handleit.behaviors.tree_solver import GIVE_UP_TICKS, TreeSolver
+
+    def gave_up(out, ticks):
+        return TreeSolver.gave_up.fget(SimpleNamespace(tools=SimpleNamespace(out_of_attempts=out), _failed_ticks=ticks))
+
+    assert gave_up(["open(drawer)"], GIVE_UP_TICKS)
+    assert not gave_up(["open(drawer)"], GIVE_UP_TICKS - 1)  # the root failed a moment only
+    assert not gave_up([], 10 * GIVE_UP_TICKS)  # a tree failing with attempts left (the cabinet trees hold still)
+
+
 # ---------------------------------------------------------------------------------------------- simulator
 def _sim(max_steps):
     import handleit.envs

@@ -55,3 +55,19 @@ def test_summary_tables():
     assert "Episodes with a failed or repeated skill: 1; of them repaired (successful): 1" in text
     assert "| Open(drawer) | 3/4 = 0.75 | 4 | 1 |" in text
     assert "| 2 | 1 | 1 |" in text and "| 1 | 1 | 0 |" in text  # success against the skills that succeeded
+
+
+def test_a_skill_out_of_attempts_is_where_the_chain_broke():
+    events = [[0, "open(drawer)", "started"], [100, "open(drawer)", "failed"], [101, "open(drawer)", "started"],
+              [200, "open(drawer)", "failed"], [201, "open(drawer)", "out of attempts"]]
+    handoffs = [_handoff(100, "open(drawer)", "failed", {}, "plan grasp: no grasp fits"),
+                _handoff(200, "open(drawer)", "failed", {}, "plan grasp: no grasp fits"),
+                _handoff(201, "open(drawer)", "out of attempts", {},
+                         "open(drawer) attempts left?: 2 of 2 attempts failed (last: plan grasp: no grasp fits)")]
+    record = _record(2, False, events, handoffs, [], failed_node="open(drawer) attempts left?")
+    stages = episode_stages(record)
+    assert stages["runs"] == [["open(drawer)", "failed"], ["open(drawer)", "failed"]]  # no third run
+    assert stages["out_of_attempts"] == ["open(drawer)"]
+    assert stages["broke"]["reason"].startswith("open(drawer) attempts left?: 2 of 2 attempts failed")
+    assert "Skills out of attempts (the tree gave them up): open(drawer) x1" in summarize([record])
+    assert "Skills out of attempts (the tree gave them up): none" in summarize([REPAIRED])
