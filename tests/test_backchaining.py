@@ -325,7 +325,7 @@ def _failing_tree(world, max_attempts=None, skill_attempts=3):
     world.tools = SimpleNamespace(namespace="/toy_fail", skill_events=[], handoffs=[], failures=[],
                                   failure_reasons=[], out_of_attempts=[])
     return py_trees.composites.Sequence("root", memory=False, children=[
-        _PerceiveWorld(world, "/toy_fail"),
+        _PerceiveToy(world, "/toy_fail", _drawer_predicates),
         tree_for_goal("Open(drawer)", (skill,), world.tools, max_attempts=max_attempts)])
 
 
@@ -380,7 +380,7 @@ def test_a_skill_whose_effects_are_never_believed_uses_its_attempts():
     world.tools = SimpleNamespace(namespace="/toy_unbelieved", skill_events=[], handoffs=[], failures=[],
                                   failure_reasons=[], out_of_attempts=[])
     root = py_trees.composites.Sequence("root", memory=False, children=[
-        _PerceiveWorld(world, "/toy_unbelieved"), tree_for_goal("Open(drawer)", (skill,), world.tools)])
+        _PerceiveToy(world, "/toy_unbelieved", _drawer_predicates), tree_for_goal("Open(drawer)", (skill,), world.tools)])
     for _ in range(200):
         root.tick_once()
     assert root.status == Status.FAILURE and world.tools.out_of_attempts == ["open(drawer)"]
