@@ -46,7 +46,11 @@ MAX_TRIES = 6  # per camera
 # the robot's arms reads 0.04-0.15 degrees and 0.4-2.6 mm; one that sees only the base's top, 0.4 degrees and 7 mm.
 MAX_ROTATION_STD_DEG = 0.2
 MAX_TRANSLATION_STD_M = 0.004
-SAME_CAMERA_M = 0.05  # camera centres this close in the base frame, looking within SAME_CAMERA_DEG, are one camera
+# Camera centres this close in the base frame, looking within SAME_CAMERA_DEG, are one camera. The centre is put in
+# the base frame with the newest base pose, while the cloud may be older (sensor latency): at 1 m/s and 100 ms the
+# same camera seems 10 cm away, and with 5 cm here every such cloud made a new camera (ten ids for three seen in
+# real time), each fitted again in the planning worker ahead of the tree's plans.
+SAME_CAMERA_M = 0.25
 SAME_CAMERA_DEG = 50.0
 MEAN_RAY_STRIDE = 8  # a camera's mean ray (which camera it is) from every 8th point of the cloud
 

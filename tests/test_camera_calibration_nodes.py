@@ -55,3 +55,15 @@ def test_a_camera_with_no_finite_point_is_counted_zero():
     cloud.points[cloud.sensor_index == 1] = np.nan
     ids, counts = calibrate._camera_ids(cloud)
     assert counts[1] == 0 and counts[0] > 0 and counts[2] > 0 and len(ids) == 3
+
+
+def test_a_late_cloud_keeps_its_cameras():
+    """The cloud 100 ms older than the base pose it is read with, the base moving at 1 m/s: the cameras' centres
+    seem 10 cm off in the base frame, and are still the same three cameras."""
+    calibrate = node()
+    calibrate._camera_ids(cloud_of_three_cameras(np.eye(4)))
+    late = cloud_of_three_cameras(np.eye(4), seed=2)
+    late.X_WB = np.eye(4)
+    late.X_WB[:3, 3] = [0.10, 0.0, 0.0]  # the newest base pose: 10 cm on from where the cloud was taken
+    ids, _ = calibrate._camera_ids(late)
+    assert ids == [0, 1, 2] and len(calibrate.cameras_B) == 3
