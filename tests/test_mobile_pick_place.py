@@ -144,6 +144,13 @@ def _solver(model, build):
                                   "cabinet_front_W": None})
 
 
+def _arm_bent_forward(qpos: np.ndarray) -> np.ndarray:
+    """``qpos`` with the Panda arm bent forward (a posture whose hand IK can back off from)."""
+    q = np.array(qpos, dtype=float)
+    q[4:11] = [0.0, 0.3, 0.0, -2.0, 0.0, 2.3, 0.8]
+    return q
+
+
 def _empty_observation(model, prompts=None) -> Observation:
     q = np.zeros(len(model.joint_names))
     q[-2:] = 0.04  # fingers open
@@ -271,8 +278,7 @@ def test_a_skill_started_again_forgets_what_its_last_run_planned(model):
 def test_the_release_backs_the_hand_off_along_its_approach_and_forgets_the_grasp(model):
     solver = _solver(model, lambda tools: PlanBackOff("plan back-off (IK)", tools))
     obs = _empty_observation(model)
-    q = obs.qpos.copy()
-    q[4:11] = [0.0, 0.3, 0.0, -2.0, 0.0, 2.3, 0.8]  # a Panda arm bent forward
+    q = _arm_bent_forward(obs.qpos)
     solver.reset(obs)
     X_WT = solver.tools.ik.tcp_pose(q, "right")
     obs = Observation(**{**obs.__dict__, "qpos": q, "X_WT": {"right": X_WT}})
@@ -378,8 +384,7 @@ def test_a_base_stopped_short_of_the_place_gets_the_arm_replanned_from_where_it_
 
     solver = _solver(model, lambda tools: ReplanArmFromBase("re-plan arm (base where it stopped)", tools))
     obs = _empty_observation(model)
-    q_planned = obs.qpos.copy()
-    q_planned[4:11] = [0.0, 0.3, 0.0, -2.0, 0.0, 2.3, 0.8]  # a Panda arm bent forward
+    q_planned = _arm_bent_forward(obs.qpos)
     solver.reset(obs)
     X_above = solver.tools.ik.tcp_pose(q_planned, "right")
     X_release = X_above.copy()
