@@ -34,15 +34,20 @@ from typing import Any
 import numpy as np
 from py_trees.common import Access, Status
 
+from handleit.types import Observation
+
 from .planning_worker import PlanningWorkerDied, planning_worker
+from .state_history import observation_at_cloud
 
 HOLD_STILL_FEEDBACK = "planning in the background: holding still"
 SETTLE_FEEDBACK = "waiting for a cloud taken at rest: holding still"
-# A node that compares the robot as the cameras see it with its model at the measured joints (the hand-eye
-# corrections) needs a cloud taken after the robot came to rest: in real time the newest cloud is older than the
-# newest joint states (a camera at 10-30 Hz, sensor latency), and a base still moving at 1 m/s moves the hand
-# 7 cm in a 15 Hz camera's period; that was read as a 74 mm camera error and the grasp moved by it (the drawer
-# through ROS, "grasp holds?"). At rest: no joint faster than REST_QVEL; then SETTLE_CLOUDS new clouds; at most
+# A node that compares the robot as the cameras see it with its model (the hand-eye corrections) must put the model
+# at the joints of the moment the cloud was taken: in real time the newest cloud is older than the newest joint
+# states (a camera at 10-30 Hz, sensor latency), and a base still moving at 1 m/s moves the hand 7 cm in a 15 Hz
+# camera's period; that was read as a 74 mm camera error and the grasp moved by it (the drawer through ROS, "grasp
+# holds?"). Where the cloud carries its stamp (Observation.points_time_s) and the tree's state history reaches it,
+# the node plans at once on the robot's state at that stamp (behaviors/state_history.py). Otherwise it waits for a
+# cloud taken after the robot came to rest: no joint faster than REST_QVEL; then SETTLE_CLOUDS new clouds; at most
 # SETTLE_MAX_S of waiting, after which the node plans on what it has.
 REST_QVEL = 0.01  # m/s or rad/s
 SETTLE_CLOUDS = 2
@@ -103,9 +108,27 @@ class BackgroundPlanning:
 
     _job: BackgroundJob | None = None
     plan_wall_s: list[float]  # wall seconds of each completed background plan (diagnostics)
+    plan_worker_s: list[float | None]  # of those, the seconds the planning worker spent on the plan itself
     # Real time only: plan on a cloud taken after the robot came to rest (see SETTLE_FEEDBACK's comment).
     needs_cloud_at_rest: bool = False
     _settle: dict | None = None
+    _at_cloud = None  # real time, needs_cloud_at_rest: the observation at its cloud's stamp, for snapshot()
+
+    def _observation_at_cloud(self) -> Observation | None:
+        """The observation with the robot's state at its cloud's stamp (the tree solver's ``state_history``),
+        or None: no stamp on the cloud, no history, or a stamp the history does not reach."""
+        observation = self.bb.observation
+        if observation.points_time_s is None:
+            return None
+        self.bb.register_key("state_history", access=Access.READ)
+        if not self.bb.exists("state_history"):
+            return None
+        return observation_at_cloud(observation, self.bb.state_history)
+
+    def observation_for_plan(self) -> Observation:
+        """The observation a plan reads: for ``needs_cloud_at_rest`` nodes in real time, the robot's state at the
+        cloud's stamp where it is known (see SETTLE_FEEDBACK's comment); else the blackboard's."""
+        return self._at_cloud if self._at_cloud is not None else self.bb.observation
 
     def _settled(self) -> bool:
         """Real time, ``needs_cloud_at_rest``: hold still until the robot is at rest and SETTLE_CLOUDS new
@@ -138,13 +161,15 @@ class BackgroundPlanning:
         if self._job is None:
             # The node commands while it plans (hold still): write access to the command, real time only.
             self.bb.register_key("command", access=Access.WRITE)
-            if self.needs_cloud_at_rest and not self._settled():
-                return Status.RUNNING
+            if self.needs_cloud_at_rest:
+                self._at_cloud = self._observation_at_cloud()
+                if self._at_cloud is None and not self._settled():
+                    return Status.RUNNING
             if getattr(self.tools, "planning", "thread") == "process":
                 self._job = planning_worker().submit(self, self.snapshot())
             else:
                 self._job = BackgroundJob(self.plan, self.snapshot(), name=self.name)
-            self._hold_ticks = 0
+            self._hold_ticks, self._at_cloud = 0, None
         if not self._job.done():
             self._hold_ticks += 1
             self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
@@ -153,6 +178,9 @@ class BackgroundPlanning:
             return Status.RUNNING
         job, self._job = self._job, None
         self.plan_wall_s.append(job.wall_s)
+        # The plan's own seconds in the worker process (None on a thread): wall_s less this is the queue and
+        # the pipes.
+        self.plan_worker_s = [*getattr(self, "plan_worker_s", []), getattr(job, "plan_s", None)]
         try:
             result = job.result()
         except PlanningWorkerDied as died:  # the plan is lost; the worker was restarted for the next one

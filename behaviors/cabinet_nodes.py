@@ -343,7 +343,7 @@ class RefineGrasp(BackgroundPlanning, Skill):
     def snapshot(self) -> dict:
         recent_points_W, recent_origins_W = self.bb.handle.recent_views()
         normal = self.bb.front_normal_W
-        return {"observation": self.bb.observation, "recent_points_W": recent_points_W,
+        return {"observation": self.observation_for_plan(), "recent_points_W": recent_points_W,
                 "recent_origins_W": recent_origins_W, "front_normal_W": None if normal is None else np.array(normal),
                 "X_WG": np.array(self.bb.X_WG_grasp), "q_grasp": np.array(self.bb.q_grasp), "grasp": self.bb.grasp,
                 "handle_points_W": np.array(self.bb.handle.points)}

@@ -15,9 +15,9 @@ Cameras are told apart by where they sit on the base (their centres in the base 
 a cloud: a driver may list them in another order from one cloud to the next (over ROS the index follows the
 order in which the viewpoints first appear).
 
-In real time the fits run off the tick (each takes 0.3-2 s on this CPU): in the planning worker process with
-``planning="process"`` (the default; behaviors/planning_worker.py), else on a thread; the clouds meanwhile pass
-as they are.
+In real time the fits run off the tick (each takes 0.3-2 s on this CPU): in a calibration worker process with
+``planning="process"`` (the default; behaviors/planning_worker.py: not the planning worker, where the tree's grasp
+plans of 20 ms waited up to 1.3 s behind the fits), else on a thread; the clouds meanwhile pass as they are.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from handleit.perception.camera_calibration import (
 from handleit.types import Observation
 
 from .common import Skill, Tools
-from .planning_worker import planning_worker
+from .planning_worker import calibration_worker
 
 RETRY_EVERY_TICKS = 20
 MAX_TRIES = 6  # per camera
@@ -161,7 +161,7 @@ class CalibrateCameras(Skill):
             cameras = {cid: c for cid, c in pending.items() if counts[c]}
             if cameras:
                 if self.tools.realtime and getattr(self.tools, "planning", "thread") == "process":
-                    self._job = planning_worker().submit(self, (obs, cameras))
+                    self._job = calibration_worker().submit(self, (obs, cameras))
                 elif self.tools.realtime:
                     self._pool = self._pool or ThreadPoolExecutor(1, thread_name_prefix="calibrate-cameras")
                     self._job = self._pool.submit(self._fit, obs, cameras)

@@ -79,7 +79,7 @@ class CorrectHoldForCameras(BackgroundPlanning, Skill):
 
     def snapshot(self) -> dict:
         planned = self.bb.get(self.pose_key)
-        return {"observation": self.bb.observation, "q": np.array(self.bb.get(self.target_key)),
+        return {"observation": self.observation_for_plan(), "q": np.array(self.bb.get(self.target_key)),
                 "planned": ({s: np.array(X) for s, X in planned.items()} if isinstance(planned, dict)
                             else np.array(planned))}
 

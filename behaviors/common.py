@@ -118,6 +118,7 @@ class StepTimeout(py_trees.decorators.Decorator):
 
 
 FINGER_GAP_EMPTY_M = 0.004  # a Panda gripper closed tighter than this holds nothing
+FINGERS_MOVED_M = 0.001  # a finger joint moved this far: OperateGripper's command has reached the fingers
 
 RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg base cannot stop dead
 # The mobile base's velocity lags its command by about this much (s): the velocity drive's damping (1000 N s/m)
@@ -389,7 +390,7 @@ class MoveToConfiguration(Skill):
 
 class OperateGripper(Skill):
     """Open or close the gripper while holding the rest of the robot where it is; SUCCESS once the
-    fingers have stopped (closed on something, or at their limit)."""
+    fingers have moved and stopped (closed on something, or at their limit), or were at that limit already."""
 
     def __init__(self, name, tools, action: str, min_steps: int = 4, max_steps: int = 40):
         super().__init__(name, tools, reads=("observation",), writes=("command", "q_hold"))
@@ -406,13 +407,28 @@ class OperateGripper(Skill):
             self.q_hold = obs.qpos.copy()
             self.bb.q_hold = self.q_hold
         self.ticks += 1
-        # Settled: the finger positions (their velocities are noisy in contact) moved < 0.3 mm in 2 steps.
+        # Settled: the finger positions (their velocities are noisy in contact) moved < 0.3 mm in 2 steps, after
+        # they moved at all, or at the limit the action drives them to (already there: they never move). In real
+        # time the finger states come late (sensor latency; they are not predicted, their commands not being
+        # velocities): fingers not yet seen moving are not settled; at 100 ms "close gripper" ended after 3
+        # steps on the fingers still open, and the pull left without the handle.
         self.fingers.append(obs.qpos[self.tools.finger_index].copy())
         settled = len(self.fingers) > 2 and np.max(np.abs(self.fingers[-1] - self.fingers[-3])) < 3e-4
-        if self.ticks >= self.max_steps or (self.ticks >= self.min_steps and settled):
+        moved = np.max(np.abs(self.fingers[-1] - self.fingers[0])) > FINGERS_MOVED_M
+        if self.ticks >= self.max_steps or (self.ticks >= self.min_steps and settled
+                                            and (moved or self._at_limit(self.fingers[-1]))):
             return Status.SUCCESS
         self.send(self.tools.pid.step(self.q_hold, obs.qpos), self.action)
         return Status.RUNNING
+
+    def _at_limit(self, fingers: np.ndarray) -> bool:
+        """Every finger joint at the end ``action`` drives it to (open: its upper limit; close: its lower)."""
+        limits = self.tools.model.joint_limits[self.tools.finger_index]
+        if self.action == "open":
+            return bool(np.all(fingers > limits[:, 1] - FINGERS_MOVED_M))
+        if self.action == "close":
+            return bool(np.all(fingers < limits[:, 0] + FINGERS_MOVED_M))
+        return True  # a width: no limit to tell apart; as before, settled is enough
 
 
 class StopAndHold(Skill):

@@ -20,7 +20,9 @@ a job is sent once, its node RUNNING (holding still) until the result comes, a c
 - Sending happens on a thread of the tick process (pickling a snapshot of a few MB takes milliseconds, and a
   busy worker may not read at once: the tick never blocks on the pipe); so does receiving.
 
-One worker per tick process (:func:`planning_worker`), kept across episodes as the planner cache is.
+One worker per tick process and kind of work, kept across episodes as the planner cache is: plans
+(:func:`planning_worker`), camera calibration fits (:func:`calibration_worker`) and segmentation
+(:func:`segmentation_worker`) each have their own, so that a short plan never waits behind a long fit or a cloud.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ MAX_QUICK_DEATHS = 3  # ...this many times in a row is not started again (its jo
 _TICK_SIDE_ATTRIBUTES = {
     "blackboards", "blackbox_level", "children", "feedback_message", "id", "iterator", "logger", "parent",
     "qualified_name", "status",  # py_trees.behaviour.Behaviour's (2.6); "name" goes, for messages
-    "tools", "bb", "_job", "plan_wall_s", "_hold_ticks", "_worker_copy"}
+    "tools", "bb", "_job", "plan_wall_s", "plan_worker_s", "_hold_ticks", "_worker_copy"}
 
 
 class PlanningWorkerDied(RuntimeError):
@@ -394,6 +396,12 @@ def _worker(name: str) -> PlanningWorker:
 def planning_worker() -> PlanningWorker:
     """This process's planning worker, started on first use."""
     return _worker("planning")
+
+
+def calibration_worker() -> PlanningWorker:
+    """This process's camera calibration worker (a process of its own: a fit takes 0.3-2 s, and a grasp plan of
+    20 ms queued behind it in the planning worker held the robot still for a second), started on first use."""
+    return _worker("calibration")
 
 
 def segmentation_worker() -> PlanningWorker:

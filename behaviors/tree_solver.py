@@ -15,9 +15,11 @@ from handleit.perception.segmenters import SIMULATOR, TARGET_MASKS, get_segmente
 from handleit.types import Command, Observation, RobotModel
 
 from .background import BackgroundPlanning
+from .camera_calibration_nodes import CalibrateCameras
 from .common import Tools
-from .planning_worker import planning_worker, segmentation_worker
+from .planning_worker import calibration_worker, planning_worker, segmentation_worker
 from .segment_nodes import Segment, with_segmentation
+from .state_history import StateHistory
 from .solver_tools import TRACKING_GAINS, ToolsSpec, make_tools  # noqa: F401  TRACKING_GAINS: re-exported
 
 _instances = itertools.count()
@@ -109,6 +111,9 @@ class TreeSolver:
                 node.warm_up_planners()
         if in_worker and planners:
             planning_worker().warm_up(spec, planners)
+        calibrators = [node for node in self.root.iterate() if isinstance(node, CalibrateCameras)]
+        if in_worker and calibrators:
+            calibration_worker().warm_up(spec, calibrators)
         if in_worker and not getattr(self.segmenter, "runs_in_tick", False):
             # Built in the segmentation worker on the first reset (waited for: before the clock runs), reset after.
             segmentation_worker().prepare_segmenter(self.tools.segmenter_key, self.segmenter_spec)
@@ -126,12 +131,15 @@ class TreeSolver:
             "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
             "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
-            "clamped_gap_m": None, "segmentation_error": None, **self.extra_blackboard,
+            "clamped_gap_m": None, "segmentation_error": None,
+            "state_history": StateHistory(),  # the robot's states by stamp (behaviors/state_history.py)
+            **self.extra_blackboard,
         }
 
     def step(self, observation: Observation) -> Command:
         start = time.perf_counter()
         self.bb.observation = observation
+        self.bb.state_history.add(observation)
         self.bb.tick = self.bb.tick + 1
         self.bb.command = None
         self.tree.tick()

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from handleit.control.latency import predicted_joint_positions
+from handleit.planning.whole_body_ik import WholeBodyIK
 from handleit.harness.realtime_priority import request_realtime, restore_normal
 from handleit.types import Command, Observation, RobotInterface
 
@@ -133,6 +134,8 @@ class RealtimeRunner:
         self.compensate_latency = compensate_latency
         self._sent: list[tuple[float, np.ndarray]] = []  # (clock time, qvel) of the commands of the last second
         self._predicted_joints: list[int] | None = None
+        # Forward kinematics for the predicted tool poses (built before the clock runs; one per robot description)
+        self._kinematics = _kinematics_of(getattr(robot, "model", None)) if compensate_latency else None
         self.report = RunReport()
         self._lock = threading.Lock()  # guards the heartbeat and the stopped flag
         self._last_tick_wall = time.monotonic()
@@ -245,8 +248,11 @@ class RealtimeRunner:
 
     def _predicted(self, observation: Observation, now_s: float) -> Observation:
         """The observation with its joint positions, base pose and tool poses moved on from its stamp to now by
-        the commands sent since (base x/y velocities are in the world, as the trees command them; the tool
-        poses follow the base only). The fingers are not predicted (gripper commands are not velocities)."""
+        the commands sent since, ``state_stamp_s`` now (base x/y velocities are in the world, as the trees command them).
+        The tool poses follow the base, and the arm by forward kinematics: each measured pose is moved by the change
+        in the tool's pose in the base frame from the measured joints to the predicted ones (a late tool pose
+        judged a move 100 ms behind the predicted joints that drove it: the pregrasp overshot and stalled). The
+        fingers are not predicted (gripper commands are not velocities)."""
         model = getattr(self.robot, "model", None)
         if model is None or not self._sent or now_s <= observation.time_s:
             return observation
@@ -255,7 +261,8 @@ class RealtimeRunner:
             self._predicted_joints = [i for i, n in enumerate(model.joint_names) if n not in fingers]
         self.report.predicted_ages_s.append(now_s - observation.time_s)
         q = predicted_joint_positions(observation.qpos, observation.time_s, now_s, self._sent,
-                                      joints=self._predicted_joints)
+                                      joints=self._predicted_joints, qvel=observation.qvel,
+                                      time_constants_s=getattr(model, "drive_time_constants_s", None))
         X_WB, X_WT = observation.X_WB, observation.X_WT
         if len(model.base_joint_names) >= 3:
             x, y, yaw = model.index(model.base_joint_names[:3])
@@ -268,7 +275,14 @@ class RealtimeRunner:
             T[:2, 3] = p - T[:2, :2] @ p + np.array([dx, dy])
             X_WB = T @ X_WB
             X_WT = {side: T @ X for side, X in X_WT.items()}
-        return dataclasses.replace(observation, qpos=q, X_WB=X_WB, X_WT=X_WT)
+        if self._kinematics is not None and X_WT:
+            kin = self._kinematics
+            X_BW_measured, X_BW_predicted = (np.linalg.inv(kin.base_pose(observation.qpos)),
+                                            np.linalg.inv(kin.base_pose(q)))
+            X_WT = {side: X @ np.linalg.inv(X_BW_measured @ kin.tcp_pose(observation.qpos, side))
+                    @ (X_BW_predicted @ kin.tcp_pose(q, side)) for side, X in X_WT.items()}
+        # The state is the prediction for now; time_s stays the measurement's stamp (the cloud keeps its own).
+        return dataclasses.replace(observation, state_stamp_s=now_s, qpos=q, X_WB=X_WB, X_WT=X_WT)
 
     # -- safety ---------------------------------------------------------------------------------------
     def _safe_stop(self, reason: str) -> None:
@@ -309,6 +323,23 @@ class RealtimeRunner:
                 self._safe_stop("; ".join(reasons))
                 if first:
                     self.report.watchdog_stops.append({"reason": "; ".join(reasons), "wall_s": time.time()})
+
+
+_KINEMATICS: dict[str, WholeBodyIK | None] = {}
+
+
+def _kinematics_of(model) -> WholeBodyIK | None:
+    """Forward kinematics of ``model``'s robot (a Drake plant of its URDF), one per description and process; None
+    where there is no model or its URDF does not load (the tool poses then follow the base only)."""
+    if model is None or not getattr(model, "tcp_link_names", None):
+        return None
+    key = str(model.urdf_path)
+    if key not in _KINEMATICS:
+        try:
+            _KINEMATICS[key] = WholeBodyIK.from_robot_model(model)
+        except Exception:  # noqa: BLE001  a robot whose URDF Drake cannot load: base-only prediction, as before
+            _KINEMATICS[key] = None
+    return _KINEMATICS[key]
 
 
 def _runqueue_wait_s() -> float | None:

@@ -51,6 +51,7 @@ from typing import Any, Callable
 import numpy as np
 
 import handleit.envs
+from handleit.behaviors.background import HOLD_STILL_FEEDBACK, SETTLE_FEEDBACK
 from handleit.envs.sensor_model import SensorPerturbation, parse_perturbation
 from handleit.harness.realtime_runner import DEFAULT_MAX_AGE_S, RealtimeRunner, zero_command
 from handleit.harness.sim_robot import SimRobot
@@ -589,8 +590,8 @@ class RealtimeSimRobot:
                 raise RealtimeSimError(self._fault)
             if self._state is None or self._cloud is None:
                 raise RealtimeSimError("no observation yet (call reset() first)")
-            (t_state, s), (_, c) = self._state, self._cloud
-        return Observation(time_s=t_state, points=c["points"], colors=c["colors"], masks=c["masks"],
+            (t_state, s), (t_cloud, c) = self._state, self._cloud
+        return Observation(time_s=t_state, points_time_s=t_cloud, points=c["points"], colors=c["colors"], masks=c["masks"],
                            frame=c["frame"], joint_names=self.model.joint_names, qpos=s["qpos"], qvel=s["qvel"],
                            X_WB=s["X_WB"], X_WT=s["X_WT"], goal_W=s["goal_W"], target_prompt_W=s["target_prompt_W"],
                            sensor_origins=c.get("sensor_origins"), sensor_index=c.get("sensor_index"))
@@ -699,14 +700,18 @@ def _close_fds(*fds: int) -> None:
 # One evaluation episode in real time (handleit.harness.evaluation branches here)
 # ----------------------------------------------------------------------------------------------------
 class TrackedSolver:
-    """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``), and
-    per step whether a planning node planned (its plan ran in the tick, completed, or runs in the background)."""
+    """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``),
+    per step whether a planning node planned (its plan ran in the tick, completed, or runs in the background),
+    and where the robot's time went: the tree's tip per step, run-length coded (:meth:`phases`)."""
 
     def __init__(self, solver):
         self.solver = solver
         self.failures: list[str] = []
         self.planning_ticks: list[bool] = []  # per solver step
         self._planners: list = []
+        # [label, robot clock s of its first step, steps]: the tip node; "(planning)" while it holds still for
+        # a background plan, "(settling)" while it waits for a cloud taken at rest (behaviors/background.py)
+        self._phases: list[list] = []
 
     def reset(self, observation: Observation) -> None:
         self.solver.reset(observation)
@@ -721,11 +726,39 @@ class TrackedSolver:
         node = getattr(self.solver, "failed_node", None)
         if node and (not self.failures or self.failures[-1] != node):
             self.failures.append(node)
+        self._track_tip(observation.time_s)
         return command
 
+    def _track_tip(self, time_s: float) -> None:
+        tree = getattr(self.solver, "tree", None)
+        tip = tree.tip() if tree is not None else None
+        if tip is None:
+            return
+        label = tip.name
+        feedback = getattr(tip, "feedback_message", "") or ""
+        if feedback.startswith(SETTLE_FEEDBACK):
+            label += " (settling)"
+        elif feedback.startswith(HOLD_STILL_FEEDBACK):
+            label += " (planning)"
+        if self._phases and self._phases[-1][0] == label:
+            self._phases[-1][2] += 1
+        else:
+            self._phases.append([label, round(float(time_s), 3), 1])
+
+    def phases(self) -> list[list]:
+        """Where the episode's steps went: [tip node, robot clock s at its first step, steps], in order."""
+        return [list(p) for p in self._phases]
+
     def plans(self) -> list[dict[str, Any]]:
-        """Each plan of the episode: node and wall seconds."""
-        return [{"node": n.name, "wall_s": round(t, 4)} for n in self._planners for t in getattr(n, "plan_wall_s", ())]
+        """Each plan of the episode: node, wall seconds from sending to the result, and the planning worker's
+        own seconds on it (None for a plan on a thread or in the tick)."""
+        plans = []
+        for n in self._planners:
+            worker_s = list(getattr(n, "plan_worker_s", ()))
+            for i, t in enumerate(getattr(n, "plan_wall_s", ())):
+                w = worker_s[i] if i < len(worker_s) else None
+                plans.append({"node": n.name, "wall_s": round(t, 4), "worker_s": None if w is None else round(w, 4)})
+        return plans
 
 
 def warm_up_solver(solver, first: Observation) -> str:
@@ -830,6 +863,7 @@ class RealtimeEpisodes:
         rt["plans"] = tracked.plans()
         rt["warm_up"] = warm_up
         rt["planning_tick"] = [int(p) for p in tracked.planning_ticks]  # per solver step (solver_wall_ms)
+        rt["phases"] = tracked.phases()
         return record
 
     def close(self) -> None:

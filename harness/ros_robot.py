@@ -338,7 +338,7 @@ class RosRobot:
         X_RB = self._kinematics.base_pose(qpos)
         X_WR = base.X_WB @ np.linalg.inv(X_RB)
         X_WT = {s: X_WR @ self._kinematics.tcp_pose(qpos, s) for s in m.tcp_link_names}
-        return Observation(time_s=joints.stamp_s, points=cloud.points, colors=cloud.colors,
+        return Observation(time_s=joints.stamp_s, points_time_s=cloud.stamp_s, points=cloud.points, colors=cloud.colors,
                            masks={k: cloud.masks[k] for k in self.mask_names}, frame=self.contract.world_frame,
                            joint_names=m.joint_names, qpos=qpos, qvel=qvel, X_WB=base.X_WB, X_WT=X_WT,
                            target_prompt_W=self.target_prompt_W, goal_W=self.goal_W, sensor_origins=cloud.sensor_origins,

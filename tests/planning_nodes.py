@@ -37,3 +37,14 @@ class DoubleOnACloudAtRest(SleepThenDouble):
     def __init__(self, name, tools):
         super().__init__(name, tools)
         self.bb.register_key("observation", access=Access.READ)
+
+
+class DoubleOnTheStateOfItsCloud(DoubleOnACloudAtRest):
+    """DoubleOnACloudAtRest that also hands back the base x its plan saw (``observation_for_plan``): the robot's
+    state at the cloud's stamp where the cloud carries one."""
+
+    def snapshot(self):
+        return {**super().snapshot(), "x": float(self.observation_for_plan().qpos[0])}
+
+    def plan(self, snap):
+        return 2 * snap["value"], snap["x"]

@@ -33,3 +33,32 @@ def test_bad_input_is_named():
         predicted_joint_positions(np.zeros(2), 0.0, 1.0, [(0.5, np.zeros(3))])
     with pytest.raises(ValueError, match="finite"):
         predicted_joint_positions(np.zeros(2), float("nan"), 1.0, [])
+
+
+def simulated_lag(v0: float, tau: float, segments: list[tuple[float, float]], dt: float = 1e-6) -> float:
+    """Distance covered by a first-order drive (velocity v0 at the start), integrated with a tiny step."""
+    v, x = v0, 0.0
+    for u, duration in segments:
+        for _ in range(int(round(duration / dt))):
+            v += (u - v) * dt / tau
+            x += v * dt
+    return x
+
+
+def test_a_lagging_drive_is_integrated_from_its_measured_velocity():
+    """A base at 0.8 m/s with a 34 ms lag, commanded to stop: it still covers 2.7 cm, which the command alone says
+    it does not; a start from rest covers less than the command says."""
+    tau = np.array([0.034, 0.0])
+    commands = [(0.0, np.array([0.0, 0.0]))]
+    out = predicted_joint_positions(np.zeros(2), 0.0, 0.1, commands, qvel=np.array([0.8, 0.8]), time_constants_s=tau)
+    assert out[0] == pytest.approx(simulated_lag(0.8, 0.034, [(0.0, 0.1)]), abs=1e-5)
+    assert out[0] == pytest.approx(0.8 * 0.034 * (1 - np.exp(-0.1 / 0.034)))
+    assert out[1] == 0.0  # no lag: the command at once (the measured velocity unused)
+    commands = [(0.0, np.array([1.0, 1.0])), (0.05, np.array([-0.5, -0.5]))]
+    out = predicted_joint_positions(np.zeros(2), 0.0, 0.1, commands, qvel=np.zeros(2), time_constants_s=tau)
+    assert out[0] == pytest.approx(simulated_lag(0.0, 0.034, [(1.0, 0.05), (-0.5, 0.05)]), abs=1e-5)
+    assert out[1] == pytest.approx(0.05 - 0.025)
+    with pytest.raises(ValueError, match="time_constants_s"):
+        predicted_joint_positions(np.zeros(2), 0.0, 0.1, commands, qvel=np.zeros(2), time_constants_s=[-1.0, 0.0])
+    with pytest.raises(ValueError, match="qvel"):
+        predicted_joint_positions(np.zeros(2), 0.0, 0.1, commands, qvel=[np.nan, 0.0], time_constants_s=tau)

@@ -20,12 +20,14 @@ from handleit.behaviors import TREES, TREE_OPTIONS, make_tree_solver
 from handleit.behaviors.background import BackgroundPlanning
 from handleit.behaviors.cabinet_nodes import PlanGrasp
 from handleit.behaviors.common import Tools
-from handleit.behaviors.planning_worker import PlanningCancelled, node_copy, planning_worker
+from handleit.behaviors.planning_worker import (PlanningCancelled, calibration_worker, node_copy, planning_worker,
+                                                 segmentation_worker)
 from handleit.behaviors.solver_tools import ToolsSpec, make_tools
+from handleit.behaviors.state_history import StateHistory
 from handleit.harness.sim_robot import SimRobot, robot_model_of
 from handleit.types import Observation
 
-from .planning_nodes import DoubleOnACloudAtRest, SleepThenDouble
+from .planning_nodes import DoubleOnACloudAtRest, DoubleOnTheStateOfItsCloud, SleepThenDouble
 
 WAIT_S = 300.0  # generous: the first job waits for the worker's start and IK on a loaded 2-core machine
 
@@ -260,3 +262,51 @@ def test_a_hand_eye_node_plans_on_a_cloud_taken_at_rest(drawer_model):
         node.tick_once()
     assert node.planning() or node.status == Status.SUCCESS
     assert _tick_until_done(node) == Status.SUCCESS and bb.result == 6
+
+
+def test_a_hand_eye_node_plans_at_once_on_the_state_at_its_clouds_stamp(drawer_model):
+    """A cloud that carries its stamp, with the tree's state history reaching it: no waiting for rest; the plan
+    sees the robot's state at the cloud's stamp (the base 10 cm back from where it is now), not the newest."""
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/stamp_test_{time.monotonic_ns()}", realtime=True,
+                       planning="thread")
+    bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("value", "sleep_s", "result", "command", "observation", "state_history"):
+        bb.register_key(key, access=Access.WRITE)
+    bb.value, bb.sleep_s, bb.result, bb.command = 3, 0.0, None, None
+    bb.state_history = StateHistory()
+    dof = len(drawer_model.joint_names)
+
+    def observe(t, points_time_s):
+        qpos, qvel = np.zeros(dof), np.zeros(dof)
+        qpos[0], qvel[0] = t, 1.0  # the base moving at 1 m/s
+        return Observation(time_s=t, points=np.zeros((1, 3)), colors=np.zeros((1, 3), np.uint8), masks={},
+                           frame="world", joint_names=drawer_model.joint_names, qpos=qpos, qvel=qvel, X_WB=np.eye(4),
+                           points_time_s=points_time_s)
+
+    for k in range(21):
+        bb.state_history.add(observe(0.01 * k, None))
+    bb.observation = observe(0.2, 0.1)
+    node = DoubleOnTheStateOfItsCloud("double on the state of its cloud", tools)
+    node.tick_once()
+    assert node.planning() or node.status == Status.SUCCESS  # no settling while the base moves
+    assert _tick_until_done(node) == Status.SUCCESS
+    value, x = bb.result
+    assert value == 6 and x == pytest.approx(0.1)
+    # A cloud older than the history reaches: the node waits for rest as before.
+    bb.observation = observe(0.2, -5.0)
+    node = DoubleOnTheStateOfItsCloud("double on an old cloud", tools)
+    node.tick_once()
+    assert node.status == Status.RUNNING and not node.planning() and "moving" in node.feedback_message
+
+
+def test_a_plan_does_not_wait_behind_a_camera_fit(drawer_model):
+    """Camera calibration fits (0.3-2 s) have a worker process of their own: a short plan sent after a long fit
+    comes back first (in the planning worker it queued behind the fits: 20 ms plans held the robot for 1.3 s)."""
+    node, bb = _sleep_node(drawer_model)
+    assert len({planning_worker().pid, calibration_worker().pid, segmentation_worker().pid}) == 3
+    calibration_worker().warm_up(node.tools.spec, [node], timeout_s=WAIT_S)
+    slow = calibration_worker().submit(node, {"value": 5, "sleep_s": 3.0})
+    quick = planning_worker().submit(node, {"value": 7, "sleep_s": 0.0})
+    assert quick.join(WAIT_S) and quick.result() == 14
+    assert not slow.done()  # still fitting
+    assert slow.join(WAIT_S) and slow.result() == 10
