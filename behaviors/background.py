@@ -37,7 +37,6 @@ from py_trees.common import Access, Status
 from handleit.types import Observation
 
 from .planning_worker import PlanningWorkerDied, planning_worker
-from .state_history import observation_at_cloud
 
 HOLD_STILL_FEEDBACK = "planning in the background: holding still"
 SETTLE_FEEDBACK = "waiting for a cloud taken at rest: holding still"
@@ -114,17 +113,6 @@ class BackgroundPlanning:
     _settle: dict | None = None
     _at_cloud = None  # real time, needs_cloud_at_rest: the observation at its cloud's stamp, for snapshot()
 
-    def _observation_at_cloud(self) -> Observation | None:
-        """The observation with the robot's state at its cloud's stamp (the tree solver's ``state_history``),
-        or None: no stamp on the cloud, no history, or a stamp the history does not reach."""
-        observation = self.bb.observation
-        if observation.points_time_s is None:
-            return None
-        self.bb.register_key("state_history", access=Access.READ)
-        if not self.bb.exists("state_history"):
-            return None
-        return observation_at_cloud(observation, self.bb.state_history)
-
     def observation_for_plan(self) -> Observation:
         """The observation a plan reads: for ``needs_cloud_at_rest`` nodes in real time, the robot's state at the
         cloud's stamp where it is known (see SETTLE_FEEDBACK's comment); else the blackboard's."""
@@ -162,7 +150,7 @@ class BackgroundPlanning:
             # The node commands while it plans (hold still): write access to the command, real time only.
             self.bb.register_key("command", access=Access.WRITE)
             if self.needs_cloud_at_rest:
-                self._at_cloud = self._observation_at_cloud()
+                self._at_cloud = self.observation_at_cloud()
                 if self._at_cloud is None and not self._settled():
                     return Status.RUNNING
             if getattr(self.tools, "planning", "thread") == "process":

@@ -363,7 +363,7 @@ class BucketFollows(Skill):
             return Status.RUNNING
         if self.seen and self.seen[-1][0] is rim:  # no new view since the last tick
             return Status.RUNNING
-        problem = self._problem(obs, rim)
+        problem = self._problem(self.observation_at_cloud() or obs, rim)  # the torso of the cloud's moment
         self.seen = (self.seen + [(rim, problem)])[-self.confirm_views:]
         # A failure is one that the last views all show: a single bad rim estimate (an arm across the rim) is not.
         if len(self.seen) == self.confirm_views and all(p is not None for _, p in self.seen):

@@ -20,6 +20,8 @@ from handleit.control.actions import world_to_base_velocity
 from handleit.control.pid import PIDController
 from handleit.types import Command, GripperCommand, Observation, RobotModel
 
+from .state_history import observation_at_cloud
+
 
 @dataclass
 class Tools:
@@ -86,6 +88,20 @@ class Skill(py_trees.behaviour.Behaviour):
         self.tools.failures.append(self.name)
         self.tools.failure_reasons.append(f"{self.name}: {why}")
         return Status.FAILURE
+
+    def observation_at_cloud(self) -> Observation | None:
+        """The observation with the robot's state (joints, base and tool poses) at the moment its cloud was taken,
+        from the tree solver's ``state_history`` (behaviors/state_history.py); None where the cloud carries no
+        stamp or the history does not reach it. In real time the cloud is older than the state handed to the tree
+        (latency compensation predicts the state to now): what compares the cloud with the robot compares it with
+        the robot of the cloud's moment."""
+        observation = self.bb.observation
+        if observation.points_time_s is None:
+            return None
+        self.bb.register_key("state_history", access=Access.READ)
+        if not self.bb.exists("state_history"):
+            return None
+        return observation_at_cloud(observation, self.bb.state_history)
 
     def send(self, qvel: np.ndarray, gripper: GripperCommand | dict[str, GripperCommand] = "hold") -> None:
         """Command the joints; ``gripper`` is one command for every driven arm, or one per side."""

@@ -45,7 +45,8 @@ class ObjectInGripper(Skill):
         points = obs.points[:0] if mask is None else obs.points[np.asarray(mask, dtype=bool)]
         self.feedback_message = f"gap {gap * 1000:.0f} mm"
         if len(points) >= self.min_points:
-            X_WT = obs.X_WT[self.tools.side]
+            # The hand where it was when the cloud was taken (in real time the state handed on is newer).
+            X_WT = (self.observation_at_cloud() or obs).X_WT[self.tools.side]
             offset_T = X_WT[:3, :3].T @ (points.mean(axis=0) - X_WT[:3, 3])
             if self.offset_T is None:
                 self.offset_T = offset_T

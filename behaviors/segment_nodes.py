@@ -91,7 +91,9 @@ class Segment(Skill):
 
     def _update_off_the_tick(self, obs: Observation) -> Status:
         if obs.points is not self._seen:  # a new cloud: the next to segment (an older one waiting is skipped)
-            self._seen, self._waiting = obs.points, (obs, obs.time_s)
+            # Segmented with the robot where it was when the cloud was taken: the self filter puts the robot's
+            # model at those joints (the state handed on is predicted to now; the cloud is older).
+            self._seen, self._waiting = obs.points, (self.observation_at_cloud() or obs, obs.time_s)
         if self._job is not None and self._job.done():
             job, self._job = self._job, None
             sent, seen_s = job.cloud
