@@ -18,7 +18,7 @@ from collections import deque
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
-from handleit.types import Observation
+from handleit.types import Observation, RobotState
 
 HISTORY_S = 2.0  # states kept (s of the robot's clock): a cloud older than this is not placed
 # A stamp this far beyond the newest state (a cloud stamped after the joint states: their latency larger) is taken
@@ -26,18 +26,10 @@ HISTORY_S = 2.0  # states kept (s of the robot's clock): a cloud older than this
 STAMP_SLACK_S = 0.015
 
 
-@dataclasses.dataclass(frozen=True)
-class RobotState:
-    time_s: float
-    qpos: np.ndarray
-    qvel: np.ndarray
-    X_WB: np.ndarray
-    X_WT: dict[str, np.ndarray]
-
-
 class StateHistory:
-    """States by their stamp (``Observation.state_time_s``: the measurement's, or the moment latency compensation
-    predicted them to), the last ``horizon_s`` of them, oldest first."""
+    """States by their stamp, the last ``horizon_s`` of them, oldest first: each observation's measured state
+    (``Observation.measured_state``, where latency compensation predicted the one handed on), else its state at
+    ``Observation.state_time_s``."""
 
     def __init__(self, horizon_s: float = HISTORY_S):
         if horizon_s <= 0:
@@ -54,12 +46,15 @@ class StateHistory:
     def add(self, observation: Observation) -> None:
         """Keep the observation's state; a stamp not later than the newest one replaces nothing and is dropped
         (a repeated observation: the tick ran faster than the joint states came)."""
-        t = float(observation.state_time_s)
+        state = observation.measured_state
+        if state is None:
+            state = RobotState(float(observation.state_time_s), observation.qpos, observation.qvel, observation.X_WB,
+                               observation.X_WT)
+        t = float(state.time_s)
         if not np.isfinite(t) or (self._states and t <= self._states[-1].time_s):
             return
-        self._states.append(RobotState(t, np.array(observation.qpos, dtype=np.float64),
-                                       np.array(observation.qvel, dtype=np.float64), np.array(observation.X_WB),
-                                       {s: np.array(X) for s, X in observation.X_WT.items()}))
+        self._states.append(RobotState(t, np.array(state.qpos, dtype=np.float64), np.array(state.qvel, dtype=np.float64),
+                                       np.array(state.X_WB), {s: np.array(X) for s, X in state.X_WT.items()}))
         while self._states and self._states[0].time_s < t - self.horizon_s:
             self._states.popleft()
 
@@ -100,4 +95,5 @@ def observation_at_cloud(observation: Observation, history: StateHistory) -> Obs
     state = history.at(t_cloud)
     if state is None:
         return None
-    return dataclasses.replace(observation, state_stamp_s=state.time_s, qpos=state.qpos, qvel=state.qvel, X_WB=state.X_WB, X_WT=state.X_WT)
+    return dataclasses.replace(observation, state_stamp_s=state.time_s, qpos=state.qpos, qvel=state.qvel,
+                               X_WB=state.X_WB, X_WT=state.X_WT, measured_state=None)

@@ -24,6 +24,17 @@ DEFAULT_MARKER_RGB = (0.15, 0.85, 0.0)
 
 
 @dataclass(frozen=True)
+class RobotState:
+    """The robot's joint positions and velocities, base and tool poses at one moment (s, on the robot's clock)."""
+
+    time_s: float
+    qpos: np.ndarray
+    qvel: np.ndarray
+    X_WB: np.ndarray
+    X_WT: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
 class Observation:
     """What the robot's sensors report at one control step (numpy arrays, SI units)."""
 
@@ -56,6 +67,9 @@ class Observation:
     # stamp): latency compensation moved them on to the moment they were handed to the tree
     # (harness/realtime_runner.py), or they were looked up at the cloud's stamp (behaviors/state_history.py).
     state_stamp_s: float | None = None
+    # The state as measured at `time_s`, where the one above was predicted on from it (latency compensation):
+    # what the tree's state history keeps, measurements being exact at their stamps. None: not predicted.
+    measured_state: RobotState | None = None
 
     @property
     def state_time_s(self) -> float:

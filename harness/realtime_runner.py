@@ -31,7 +31,7 @@ import numpy as np
 from handleit.control.latency import predicted_joint_positions
 from handleit.planning.whole_body_ik import WholeBodyIK
 from handleit.harness.realtime_priority import request_realtime, restore_normal
-from handleit.types import Command, Observation, RobotInterface
+from handleit.types import Command, Observation, RobotInterface, RobotState
 
 FRESHNESS_CHECK = "observation fresh?"
 # Default age limits (s) per sensor stream: joint states and odometry come at the control rate (100 Hz), so
@@ -282,7 +282,9 @@ class RealtimeRunner:
             X_WT = {side: X @ np.linalg.inv(X_BW_measured @ kin.tcp_pose(observation.qpos, side))
                     @ (X_BW_predicted @ kin.tcp_pose(q, side)) for side, X in X_WT.items()}
         # The state is the prediction for now; time_s stays the measurement's stamp (the cloud keeps its own).
-        return dataclasses.replace(observation, state_stamp_s=now_s, qpos=q, X_WB=X_WB, X_WT=X_WT)
+        measured = RobotState(observation.time_s, observation.qpos, observation.qvel, observation.X_WB, observation.X_WT)
+        return dataclasses.replace(observation, state_stamp_s=now_s, qpos=q, X_WB=X_WB, X_WT=X_WT,
+                                   measured_state=measured)
 
     # -- safety ---------------------------------------------------------------------------------------
     def _safe_stop(self, reason: str) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
 from handleit.behaviors.state_history import StateHistory, interpolate_pose, observation_at_cloud
-from handleit.types import Observation
+from handleit.types import Observation, RobotState
 
 
 def pose(x: float, yaw_rad: float) -> np.ndarray:
@@ -82,6 +84,20 @@ def test_a_predicted_state_is_kept_at_the_moment_it_was_predicted_to():
     history.add(observation(0.01, state_stamp_s=0.11))
     np.testing.assert_allclose(history.at(0.105).qpos, [0.105])
     assert history.at(0.005) is None
+
+
+def test_a_measured_state_is_kept_rather_than_its_prediction():
+    """Latency compensation hands on a prediction and the measurement it came from: the history keeps the
+    measurement, exact at its stamp (predictions 200 ms ahead were a centimetre off)."""
+    history = StateHistory()
+    for k in range(3):
+        measured = observation(0.01 * k)
+        predicted = dataclasses.replace(observation(0.01 * k, state_stamp_s=0.01 * k + 0.2),
+                                        measured_state=RobotState(measured.time_s, measured.qpos, measured.qvel,
+                                                                  measured.X_WB, measured.X_WT))
+        history.add(predicted)
+    np.testing.assert_allclose(history.at(0.015).qpos, [0.015])
+    assert history.at(0.2) is None
 
 
 def test_pose_interpolation_ends_at_its_ends():
