@@ -122,7 +122,10 @@ class SwingDoorOpen(Skill):
     def update(self):
         obs: Observation = self.bb.observation
         tools, side = self.tools, self.tools.side
-        X_WT = obs.X_WT[side]
+        # The hand where it was when the door's cloud was taken: the door's angle and the hand's are compared at
+        # one moment (in real time the state handed on is predicted to now, the cloud older: at 100 ms the hand
+        # ran "ahead" of a door that was following it).
+        X_WT = (self.observation_at_cloud() or obs).X_WT[side]
         if not self.started:
             self.reference.start(obs, self.bb.reference, self.bb.tick)
             self.started = True
