@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -339,7 +340,9 @@ def _kinematics_of(model) -> WholeBodyIK | None:
     if key not in _KINEMATICS:
         try:
             _KINEMATICS[key] = WholeBodyIK.from_robot_model(model)
-        except Exception:  # noqa: BLE001  a robot whose URDF Drake cannot load: base-only prediction, as before
+        except Exception as error:  # noqa: BLE001  a robot whose URDF Drake cannot load: base-only prediction
+            warnings.warn(f"latency compensation: no forward kinematics for {key} ({type(error).__name__}: {error}); "
+                          "the tool poses handed to the tree follow the base only", RuntimeWarning, stacklevel=2)
             _KINEMATICS[key] = None
     return _KINEMATICS[key]
 
