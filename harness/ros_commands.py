@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 import time
 
@@ -54,6 +56,13 @@ def _run_ros(args: argparse.Namespace) -> int:
     model = robot_model_of(env)  # the same description files and joint groups as the simulator's
     task_masks = tuple(env.unwrapped.mask_names)  # what the task's tree reads with the simulator's masks
     env.close()
+    if args.drive_lag is not None:
+        lags = args.drive_lag * len(model.joint_names) if len(args.drive_lag) == 1 else args.drive_lag
+        if len(lags) != len(model.joint_names):
+            print(f"handleit run-ros: --drive-lag has {len(lags)} values; the robot has {len(model.joint_names)} "
+                  f"joints ({', '.join(model.joint_names)})", file=sys.stderr)
+            return 2
+        model = dataclasses.replace(model, drive_time_constants_s=np.asarray(lags, dtype=np.float64))
     prompt = None
     if args.prompt:
         values = [float(v) for v in args.prompt.split(",")]
@@ -163,7 +172,22 @@ def add_commands(sub) -> None:
     run.add_argument("--rt-priority", type=_rt_priority, default=0,
                      help="tick at Linux SCHED_FIFO at this priority (1-98; 0: the default policy), the watchdog one "
                           "above, as ros2_control's loop runs (50); without the permission it warns and goes on")
+    run.add_argument("--drive-lag", type=_drive_lag, default=None,
+                     help="each drive's velocity lag for latency compensation (s, first order): one number for every "
+                          "joint (0: the drives follow at once), or one per joint in the robot's joint order, "
+                          "comma-separated; default: the simulated robot's (mass over damping), to be measured on a "
+                          "real robot from a velocity step")
     run.set_defaults(func=_run_ros)
+
+
+def _drive_lag(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--drive-lag takes seconds, comma-separated; got {text!r}") from None
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"--drive-lag takes finite seconds >= 0; got {text!r}")
+    return values
 
 
 if __name__ == "__main__":
