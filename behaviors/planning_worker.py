@@ -56,7 +56,7 @@ MAX_QUICK_DEATHS = 3  # ...this many times in a row is not started again (its jo
 _TICK_SIDE_ATTRIBUTES = {
     "blackboards", "blackbox_level", "children", "feedback_message", "id", "iterator", "logger", "parent",
     "qualified_name", "status",  # py_trees.behaviour.Behaviour's (2.6); "name" goes, for messages
-    "tools", "bb", "_job", "plan_wall_s", "plan_worker_s", "_hold_ticks", "_worker_copy"}
+    "tools", "bb", "_job", "plan_wall_s", "plan_worker_s", "_hold_ticks", "_worker_copy", "_at_cloud", "_settle"}
 
 
 class PlanningWorkerDied(RuntimeError):
