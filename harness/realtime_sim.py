@@ -591,8 +591,8 @@ class RealtimeSimRobot:
             if self._state is None or self._cloud is None:
                 raise RealtimeSimError("no observation yet (call reset() first)")
             (t_state, s), (t_cloud, c) = self._state, self._cloud
-        return Observation(time_s=t_state, points_time_s=t_cloud, points=c["points"], colors=c["colors"], masks=c["masks"],
-                           frame=c["frame"], joint_names=self.model.joint_names, qpos=s["qpos"], qvel=s["qvel"],
+        return Observation(time_s=t_state, points_time_s=t_cloud, points=c["points"], colors=c["colors"],
+                           masks=c["masks"], frame=c["frame"], joint_names=self.model.joint_names, qpos=s["qpos"], qvel=s["qvel"],
                            X_WB=s["X_WB"], X_WT=s["X_WT"], goal_W=s["goal_W"], target_prompt_W=s["target_prompt_W"],
                            sensor_origins=c.get("sensor_origins"), sensor_index=c.get("sensor_index"))
 
