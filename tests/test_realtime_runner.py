@@ -3,6 +3,7 @@ command it receives (a test double of a robot: the runner under test is real).""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,10 @@ import numpy as np
 import pytest
 
 from handleit.harness.realtime_runner import FRESHNESS_CHECK, RealtimeRunner
+
+# The small model's URDF does not exist: its runners predict the tool poses with the base only, and say so (tested
+# below); the other tests need not hear it.
+pytestmark = pytest.mark.filterwarnings("ignore:latency compensation. no forward kinematics:RuntimeWarning")
 from handleit.types import Command, Observation, RobotModel
 
 JOINTS = ("base_x", "arm_1", "arm_2", "finger_1", "finger_2")
@@ -187,3 +192,11 @@ def test_an_exception_ends_the_run_with_zero_velocity(where):
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="rate_hz"):
         RealtimeRunner(RecordingRobot(), MovingSolver(), rate_hz=0)
+
+
+def test_a_robot_without_forward_kinematics_is_said_so(tmp_path):
+    robot = RecordingRobot()
+    robot.model = dataclasses.replace(robot.model, urdf_path=tmp_path / "missing.urdf")
+    with pytest.warns(RuntimeWarning, match="no forward kinematics.*follow the base only"):
+        runner = RealtimeRunner(robot, MovingSolver(), rate_hz=100)
+    assert runner._kinematics is None
