@@ -135,6 +135,9 @@ class StepTimeout(py_trees.decorators.Decorator):
 
 FINGER_GAP_EMPTY_M = 0.004  # a Panda gripper closed tighter than this holds nothing
 FINGERS_MOVED_M = 0.001  # a finger joint moved this far: OperateGripper's command has reached the fingers
+# JointReference: the most control periods one advance covers after missed ticks (real time): a stall longer than
+# this (a tick held up for 0.1 s) is not caught up in one jump.
+MAX_CATCH_UP_STEPS = 10
 
 RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg base cannot stop dead
 # The mobile base's velocity lags its command by about this much (s): the velocity drive's damping (1000 N s/m)
@@ -200,13 +203,27 @@ class JointReference:
         if len(self.independent):  # each continues at the speed it had
             full = self.speed_fraction * self.tools.model.velocity_limits[self.independent]
             self.k_independent = np.minimum(1.0, np.abs(self.ff[self.independent]) / np.maximum(full, 1e-9))
+        self._t = None
+
+    _t: float | None = None  # the robot's clock at the last advance
+
+    def _step_s(self, obs: Observation) -> float:
+        """The robot's time this advance covers: one control period, or, where ticks were missed (real time on a
+        busy computer: the robot went on at the last command meanwhile), the time since the last advance, at most
+        MAX_CATCH_UP_STEPS periods. In lockstep every tick is one period."""
+        dt = self.tools.model.control_dt_s
+        t, last = float(obs.state_time_s), self._t
+        self._t = t
+        if last is None or not t - last > 1.5 * dt:
+            return dt
+        return min(t - last, MAX_CATCH_UP_STEPS * dt)
 
     def advance(self, q_target: np.ndarray, obs: Observation) -> tuple[np.ndarray, bool]:
         """One control step toward ``q_target``: returns (velocity command, arrived)."""
         tools = self.tools
         if self.q is None:
             self.start(obs, None, 0)
-        dt = tools.model.control_dt_s
+        dt = self._step_s(obs)
         remaining = q_target - self.q
         remaining[~np.isin(np.arange(len(remaining)), tools.controlled)] = 0.0  # fingers: the gripper's job
         speed = self.speed_fraction * tools.model.velocity_limits
@@ -230,7 +247,7 @@ class JointReference:
             time_left = max(time_left, planar_time)
         self.k = float(self._speed_factor(self.k, time_left, dt))
         step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
-        arrived = time_left <= dt
+        arrived = time_left <= tools.model.control_dt_s
         if len(self.independent):
             full = speed[self.independent]
             times = np.abs(remaining_independent) / np.maximum(full, 1e-9)
@@ -238,7 +255,7 @@ class JointReference:
             done = times <= self.k_independent * dt
             step[self.independent] = np.where(done, remaining_independent,
                                               np.sign(remaining_independent) * self.k_independent * full * dt)
-            arrived = arrived and bool(np.all(times <= dt))
+            arrived = arrived and bool(np.all(times <= tools.model.control_dt_s))
         self.q = self.q + step
         ff_before, self.ff = self.ff, step / dt
         # P + feed-forward: the lag behind a moving reference must not wind up an integral that the arm then
