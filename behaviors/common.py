@@ -212,11 +212,11 @@ class JointReference:
         busy computer: the robot went on at the last command meanwhile), the time since the last advance, at most
         MAX_CATCH_UP_STEPS periods. In lockstep every tick is one period."""
         dt = self.tools.model.control_dt_s
-        t, last = float(obs.state_time_s), self._t
-        self._t = t
-        if last is None or not t - last > 1.5 * dt:
+        t = getattr(obs, "state_time_s", None)  # a bare state without a clock (a test's): one period
+        last, self._t = self._t, None if t is None else float(t)
+        if last is None or self._t is None or not self._t - last > 1.5 * dt:
             return dt
-        return min(t - last, MAX_CATCH_UP_STEPS * dt)
+        return min(self._t - last, MAX_CATCH_UP_STEPS * dt)
 
     def advance(self, q_target: np.ndarray, obs: Observation) -> tuple[np.ndarray, bool]:
         """One control step toward ``q_target``: returns (velocity command, arrived)."""
