@@ -73,27 +73,38 @@ def fastest_hold(tools: Tools, obs: Observation, goal_options, pregrasp_of, weig
     ``WholeBodyIK.solve``'s ``closing_axis_tilt_rad``): the goals returned are then the poses reached.
     Each grasp is solved from the current configuration and its pregrasp from the grasp (base fixed, else
     free); the pair with the least time to go (now -> pregrasp -> grasp, :func:`time_to_go_s`) wins.
-    Returns ``(grasp, pregrasp, goals, pregrasp_goals)`` or raises ``RuntimeError`` with the last IK message."""
-    best, last = None, "no candidate"
+    Returns ``(grasp, pregrasp, goals, pregrasp_goals)`` or raises ``RuntimeError`` with the last IK message.
+
+    Branch and bound over the pregrasp solves: every grasp is solved first, and pregrasps only in the order of
+    a lower bound on their time, ``time_to_go_s(now, grasp)`` (a norm: going by the pregrasp takes no less),
+    until the best time found is no more than the next candidate's bound. The choice is the one that solving
+    every pregrasp would make (ties aside), for half the solves: it is what the robot waits for in real time."""
+    last = "no candidate"
+    candidates = []  # (lower bound on the time to go, order, grasp, goals, weights)
     for option in goal_options:
         for weights in weight_options:
             grasp = tools.ik.solve(obs.qpos, option, weights=weights, closing_axis_tilt_rad=tilt_rad,
                                    velocity_limits=controlled_speeds(tools), time_weight=HOLD_TIME_WEIGHT,
-                                   **solve_kwargs)
+                                   quick=True, **solve_kwargs)
             if not grasp.success:
                 last = grasp.message
                 continue
             goals = option if tilt_rad == 0.0 else reached_goals(tools, grasp.q, option)
-            pre_goals = pregrasp_of(goals)
-            pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, fixed_joints=tools.model.base_joint_names)
-            if not pre.success:  # the torso may rise too
-                pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, **solve_kwargs)
-            if not pre.success:
-                last = f"pregrasp: {pre.message}"
-                continue
-            t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
-            if best is None or t < best[0]:
-                best = (t, grasp, pre, goals, pre_goals)
+            candidates.append((time_to_go_s(tools, obs.qpos, grasp.q), len(candidates), grasp, goals, weights))
+    best = None
+    for bound, _, grasp, goals, weights in sorted(candidates, key=lambda c: (c[0], c[1])):
+        if best is not None and best[0] <= bound:
+            break
+        pre_goals = pregrasp_of(goals)
+        pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, fixed_joints=tools.model.base_joint_names, quick=True)
+        if not pre.success:  # the torso may rise too
+            pre = tools.ik.solve(grasp.q, pre_goals, weights=weights, quick=True, **solve_kwargs)
+        if not pre.success:
+            last = f"pregrasp: {pre.message}"
+            continue
+        t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
+        if best is None or t < best[0]:
+            best = (t, grasp, pre, goals, pre_goals)
     if best is None:
         raise RuntimeError(last)
     return best[1:]

@@ -58,6 +58,13 @@ PRECISE_TOLERANCE_FRACTION = 0.1
 # Feasible solves here take far fewer major iterations; the limit bounds the time spent proving a goal
 # unreachable (measured: ~30 ms instead of ~170 ms with SNOPT's default of 1000).
 SNOPT_MAJOR_ITERATIONS = 200
+# ``solve(..., quick=True)``, for searches over many candidates (the dual-arm holds: 24 grasps and their pregrasps
+# per plan, which the robot waits for in real time): SNOPT stops at this major optimality tolerance (its default
+# 1e-6) and iteration limit. Feasibility is held as tightly and success is still judged by FK. Measured on the
+# PushChair holds of test seeds 0-5: 0.30-0.54 s a plan instead of 0.64-1.05 s, the chosen holds' times to reach
+# and push 0-1 % apart (benchmarks/hold_plan_cost.py).
+QUICK_OPTIMALITY_TOLERANCE = 1e-3
+QUICK_MAJOR_ITERATIONS = 60
 _LIMIT_SLACK = 1e-6  # m or rad: SNOPT's feasibility tolerance; a bound violated by less than this is met
 
 
@@ -162,6 +169,10 @@ class WholeBodyIK:
             self._solver = IpoptSolver()
         else:
             self._solver_options.SetOption(SnoptSolver.id(), "Major iterations limit", SNOPT_MAJOR_ITERATIONS)
+        self._quick_options = SolverOptions()
+        if isinstance(self._solver, SnoptSolver):
+            self._quick_options.SetOption(SnoptSolver.id(), "Major iterations limit", QUICK_MAJOR_ITERATIONS)
+            self._quick_options.SetOption(SnoptSolver.id(), "Major optimality tolerance", QUICK_OPTIMALITY_TOLERANCE)
 
     @classmethod
     def from_robot_model(cls, model: RobotModel, **kwargs) -> WholeBodyIK:
@@ -242,6 +253,7 @@ class WholeBodyIK:
         closing_axis_tilt_rad: float = 0.0,
         velocity_limits: np.ndarray | None = None,
         time_weight: float = 0.0,
+        quick: bool = False,
     ) -> IKResult:
         """Joint positions that put each tool centre at its goal pose, near the current configuration.
 
@@ -273,6 +285,9 @@ class WholeBodyIK:
                 every joint arriving together (the slowest joint's displacement over its speed; joints with no
                 limit given, 0, are not counted): among solutions, the quickest to reach rather than only the
                 nearest in the weighted sense.
+            quick: for a search over many candidates: the solver stops sooner on the cost
+                (:data:`QUICK_OPTIMALITY_TOLERANCE`, :data:`QUICK_MAJOR_ITERATIONS`); the constraints and the
+                success check are as without it.
 
         Returns:
             An :class:`IKResult`. An unreachable goal gives ``success=False``; nothing is raised for it.
@@ -334,7 +349,7 @@ class WholeBodyIK:
         for seed, fraction in attempts:
             q, solver_ok = self._solve_once(q0, seed, goals_W, fraction * position_tolerance_m,
                                             fraction * angle_tolerance_rad, min_d, max_d, held_index, q_nom, w,
-                                            keep_out, tilt, speeds)
+                                            keep_out, tilt, speeds, quick)
             report = self._verify(q, q0, goals_W, position_tolerance_m, angle_tolerance_rad, min_d, max_d, held_index,
                                   keep_out, tilt)
             if best is None or report[0] or report[3] < best[1][3]:
@@ -347,7 +362,7 @@ class WholeBodyIK:
                         solve_time_s=time.perf_counter() - t0, message=message, errors_by_side=by_side)
 
     def _solve_once(self, q0, seed, goals_W, pos_tol, ang_tol, min_d, max_d, held_index, q_nom, w, keep_out=None,
-                    tilt=0.0, speeds=None):
+                    tilt=0.0, speeds=None, quick=False):
         """One SNOPT solve from ``seed``; returns (q in the caller's order, solver reported success)."""
         # with_joint_limits: the decision variables q are bounded by the URDF's joint limits (Let's Handle It
         # chose Drake because PyBullet's IK ignores them).
@@ -414,7 +429,7 @@ class WholeBodyIK:
             t_seed = float(np.max(np.abs(seed - q0)[moving] / v[moving])) if moving.any() else 0.0
             guess = np.concatenate([seed_plant, [t_seed]])
         prog.SetInitialGuess(q_var, seed_plant)
-        result = self._solver.Solve(prog, guess, self._solver_options)
+        result = self._solver.Solve(prog, guess, self._quick_options if quick else self._solver_options)
         q = np.clip(self._from_plant(result.GetSolution(q_var)), self.lower_limits, self.upper_limits)
         q[held_index] = q0[held_index]
         return q, bool(result.is_success())

@@ -395,3 +395,45 @@ def test_bucket_follows_fails_only_when_views_in_a_row_show_the_problem():
         statuses.append(check.update())  # a tick without a new view changes nothing
     assert statuses[:-2] == [Status.RUNNING] * (len(statuses) - 2)
     assert statuses[-2] == Status.FAILURE and "tilted" in check.feedback_message
+
+
+def test_fastest_hold_bounds_pregrasp_solves_and_chooses_as_the_exhaustive_search():
+    """Branch and bound over the pregrasps: the hold chosen is the one that solving every candidate's pregrasp
+    would choose (least time now -> pregrasp -> grasp), with fewer solves. An IK of known solutions stands in
+    for Drake here: what is tested is the search over them."""
+    from handleit.behaviors.bimanual_nodes import fastest_hold, time_to_go_s
+
+    rng = np.random.default_rng(0)
+    n = 6  # base x, y, yaw, torso, two arm joints
+    model = SimpleNamespace(velocity_limits=np.array([0.5, 0.5, 1.0, 0.3, 2.0, 2.0]),
+                            base_joint_names=("x", "y", "yaw", "torso"))
+    q_now = np.zeros(n)
+    solves, exhaustive = 0, 0
+    for trial in range(20):
+        grasps = {k: rng.uniform(-1, 1, n) for k in range(8)}  # candidate (option, weights) -> its grasp
+        lifts = {k: rng.uniform(0, 0.4, n) for k in range(8)}  # pregrasp = grasp + lift
+        pre_fails = {k for k in range(8) if rng.uniform() < 0.2}
+
+        class KnownIK:
+            calls = 0
+
+            def solve(self, q, goals, weights=None, fixed_joints=(), **kwargs):
+                KnownIK.calls += 1
+                k = goals["key"] * 2 + weights["w"]
+                if "time_weight" in kwargs:  # a grasp solve
+                    return SimpleNamespace(success=True, q=grasps[k], message="ok")
+                ok = k not in pre_fails
+                return SimpleNamespace(success=ok, q=grasps[k] + lifts[k], message="ok" if ok else "no pregrasp")
+
+        tools = SimpleNamespace(ik=KnownIK(), model=model, controlled=np.arange(n), base_index=[0, 1, 2, 3])
+        options = [{"key": i} for i in range(4)]
+        weights = [{"w": 0}, {"w": 1}]
+        grasp, pre, goals, _ = fastest_hold(tools, SimpleNamespace(qpos=q_now), options,
+                                            lambda g: {"key": g["key"]}, weights)
+        times = {k: time_to_go_s(tools, q_now, grasps[k] + lifts[k]) + time_to_go_s(tools, grasps[k] + lifts[k], grasps[k])
+                 for k in range(8) if k not in pre_fails}
+        best = min(times, key=times.get)
+        assert np.allclose(grasp.q, grasps[best]), trial
+        solves += KnownIK.calls
+        exhaustive += 8 + 8 + len(pre_fails)  # every grasp, every pregrasp, and the failed ones tried twice
+    assert solves < 0.8 * exhaustive, (solves, exhaustive)

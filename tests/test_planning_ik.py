@@ -349,3 +349,23 @@ def test_time_weight_finds_a_quicker_solution_to_reach(single):
     assert quicker >= 1
     with pytest.raises(ValueError, match="velocity_limits"):
         ik.solve(q0, {"right": X_WG}, velocity_limits=v[:3], time_weight=1.0)
+
+
+def test_quick_solves_meet_the_same_tolerances_at_a_nearly_equal_cost(single):
+    """``quick=True`` (a candidate search) stops sooner on the cost only: every success still meets the
+    tolerances by FK, it succeeds where the full solve does, and its time to reach is within a few percent."""
+    d, names, ik = single
+    q0 = _rest(d, names)
+    v = _velocity_limits(names)
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        q_goal = _moved(d, names, q0, root_x_axis_joint=rng.uniform(0.3, 0.9), root_y_axis_joint=rng.uniform(-0.3, 0.3),
+                        linear_actuator_height=rng.uniform(0.0, 0.4), right_panda_joint2=rng.uniform(-0.5, 0.5),
+                        right_panda_joint4=rng.uniform(-2.5, -1.2), right_panda_joint6=rng.uniform(1.5, 3.0))
+        X_WG = _goal_from(ik, q_goal)
+        full = ik.solve(q0, {"right": X_WG}, velocity_limits=v, time_weight=20.0)
+        quick = ik.solve(q0, {"right": X_WG}, velocity_limits=v, time_weight=20.0, quick=True)
+        assert full.success and quick.success, (full.message, quick.message)
+        X_check = ik.tcp_pose(quick.q, "right")
+        assert np.linalg.norm(X_check[:3, 3] - X_WG[:3, 3]) < 0.005 + 1e-6
+        assert _time_to_go(q0, quick.q, v) <= 1.05 * _time_to_go(q0, full.q, v) + 1e-3
