@@ -49,6 +49,8 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 import numpy as np
+import py_trees
+from py_trees.common import Status
 
 import handleit.envs
 from handleit.behaviors.background import HOLD_STILL_FEEDBACK, SETTLE_FEEDBACK
@@ -699,6 +701,20 @@ def _close_fds(*fds: int) -> None:
 # ----------------------------------------------------------------------------------------------------
 # One evaluation episode in real time (handleit.harness.evaluation branches here)
 # ----------------------------------------------------------------------------------------------------
+def working_tip(node: py_trees.behaviour.Behaviour) -> py_trees.behaviour.Behaviour | None:
+    """The tree's tip as py_trees finds it (the deepest node that ran), except in a Parallel: there the tip of its
+    first running child, the work its checks stand beside (py_trees takes the last child ticked, a check: the
+    whole of a push or a carry would read as "backrest in grippers?")."""
+    if isinstance(node, py_trees.composites.Parallel):
+        running = [c for c in node.children if c.status == Status.RUNNING]
+        return working_tip(running[0]) if running else node.tip()
+    if isinstance(node, py_trees.composites.Composite):
+        return working_tip(node.current_child) if node.current_child is not None else node.tip()
+    if isinstance(node, py_trees.decorators.Decorator):
+        return working_tip(node.decorated) if node.decorated.status != Status.INVALID else node.tip()
+    return node.tip()
+
+
 class TrackedSolver:
     """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``),
     per step whether a planning node planned (its plan ran in the tick, completed, or runs in the background),
@@ -731,7 +747,7 @@ class TrackedSolver:
 
     def _track_tip(self, time_s: float) -> None:
         tree = getattr(self.solver, "tree", None)
-        tip = tree.tip() if tree is not None else None
+        tip = working_tip(tree.root) if tree is not None else None
         if tip is None:
             return
         label = tip.name

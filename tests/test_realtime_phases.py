@@ -54,3 +54,19 @@ def test_the_tip_per_step_is_run_length_coded_with_planning_and_settling_marked(
     assert [(label, steps) for label, _, steps in phases] == [
         ("plan (planning)", 3), ("refine (settling)", 2), ("refine (planning)", 1), ("move", 3)]
     assert phases[1][1] == 0.03  # the robot's clock at the phase's first step
+
+
+def test_a_parallel_counts_its_work_not_the_check_beside_it():
+    """In a Parallel (a push with its checks) the step goes to the first running child's tip, not to the check
+    that py_trees ticked last."""
+    from handleit.harness.realtime_sim import working_tip
+
+    push = py_trees.composites.Sequence("push and nudge", memory=True, children=[
+        _Scripted("plan push", []), _Scripted("push to target", ["moving"] * 5)])
+    check = _Scripted("backrest in grippers?", ["holding"] * 10)
+    root = py_trees.composites.Parallel("push", policy=py_trees.common.ParallelPolicy.SuccessOnSelected([push]),
+                                        children=[push, check])
+    tree = py_trees.trees.BehaviourTree(root)
+    tree.tick()
+    assert tree.tip().name == "backrest in grippers?"  # what py_trees reports
+    assert working_tip(root).name == "push to target"
