@@ -108,7 +108,7 @@ class SwingDoorOpen(Skill):
         self.q_target = None
         self.ticks = 0
         self.path_W: list[np.ndarray] = []
-        self.angles: list[tuple[float, float]] = []  # (door, hand) angles (rad) per step
+        self.angles: list[tuple[float, float, float]] = []  # (cloud stamp s, door rad, hand rad) per new cloud
         self.ik_failures = 0
 
     def _door_angle_rad(self, p_W, axis, X_WT) -> float:
@@ -126,20 +126,31 @@ class SwingDoorOpen(Skill):
         # one moment (in real time the state handed on is predicted to now, the cloud older: at 100 ms the hand
         # ran "ahead" of a door that was following it).
         X_WT = (self.observation_at_cloud() or obs).X_WT[side]
+        X_WT_now = obs.X_WT[side]
         if not self.started:
             self.reference.start(obs, self.bb.reference, self.bb.tick)
             self.started = True
             self.q_target = obs.qpos.copy()
             self.X_WG0 = X_WT.copy()  # the grasp, as it was on the closed door
+            self.start_time_s = obs.time_s
         self.ticks += 1
         self.path_W.append(X_WT[:3, 3].copy())
         p_W, axis, r = self.bb.hinge
         door = self._door_angle_rad(p_W, axis, X_WT)
         hand = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
-        self.angles.append((door, hand))
+        # Door and hand are judged on new clouds, by their stamps, over STALL_STEPS control periods (in lockstep
+        # a cloud a tick: the last STALL_STEPS ticks): a 15 Hz camera repeats a cloud over ~7 ticks. And only on
+        # clouds taken since the swing began: with 100 ms of latency the first ten ticks' clouds show a hand not
+        # yet moving, and a door re-grasped past 45 degrees read as one at its stop (the swing ended after 12
+        # ticks, the door short of open, the tree holding still).
+        cloud_time_s = obs.points_time_s if obs.points_time_s is not None else obs.time_s
+        if cloud_time_s >= self.start_time_s and (not self.angles or cloud_time_s > self.angles[-1][0]):
+            self.angles.append((cloud_time_s, door, hand))
         self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg"
-        if len(self.angles) > STALL_STEPS:
-            door_then, hand_then = self.angles[-1 - STALL_STEPS]
+        window_s = STALL_STEPS * tools.model.control_dt_s
+        then = [a for a in self.angles if a[0] <= cloud_time_s - window_s + 1e-6]
+        if then and self.angles and self.angles[-1][0] == cloud_time_s:
+            _, door_then, hand_then = then[-1]
             door_still = door - door_then < STALL_RAD
             if door_still and hand - hand_then < STALL_RAD and door > MIN_OPEN_RAD:
                 return Status.SUCCESS  # door and hand stopped together: the door is at its stop
@@ -149,9 +160,14 @@ class SwingDoorOpen(Skill):
             # Closed on the door's measured angle: the goal's position leads the door along the arc (pulling
             # it), its orientation is the door's own (a hand turned ahead of the door would twist a thin
             # handle between the pads until it springs out).
-            goal = hinge_arc(self.X_WG0, p_W, axis, door, 1)[-1]
-            lead = START_LEAD_RAD if door < START_SWING_RAD else ARC_LEAD_RAD
-            goal[:3, 3] = hinge_arc(self.X_WG0, p_W, axis, door + lead, 1)[-1][:3, 3]
+            # The door as it is now: at the cloud's angle, turned on by as much as the hand, which holds it, has
+            # turned since (in lockstep the two moments are one). Goals from a door 100 ms old lag the door:
+            # a shorter lead, and a hand turned behind the door it holds.
+            hand_now = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT_now[:3, 3]]), p_W, axis))
+            door_now = door + max(0.0, hand_now - hand)
+            goal = hinge_arc(self.X_WG0, p_W, axis, door_now, 1)[-1]
+            lead = START_LEAD_RAD if door_now < START_SWING_RAD else ARC_LEAD_RAD
+            goal[:3, 3] = hinge_arc(self.X_WG0, p_W, axis, door_now + lead, 1)[-1][:3, 3]
             result = tools.ik.solve(obs.qpos, {side: goal}, base_keep_out=(p_W, r + BASE_CLEARANCE_M),
                                     position_tolerance_m=0.01, angle_tolerance_rad=0.05, weights=SWING_WEIGHTS)
             if result.success:

@@ -1,0 +1,67 @@
+"""The door swing's end judged on new clouds by their stamps (behaviors/door_nodes.py SwingDoorOpen): in real time
+a cloud is older than the tick (latency) and repeated over several ticks (a camera slower than the control rate).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import py_trees
+from py_trees.common import Access, Status
+
+from handleit.behaviors.door_nodes import STALL_STEPS, SwingDoorOpen
+from handleit.behaviors.solver_tools import ToolsSpec, make_tools
+from handleit.types import Observation
+
+
+def _swing(drawer_model, latency_s: float, camera_hz: float | None):
+    """A swing on a door held 57 degrees open whose hand never moves, ticked at the control rate from t = 1 s;
+    clouds stamped ``latency_s`` before their tick, one per control period or at ``camera_hz``. Returns the
+    statuses per tick. The IK stands in with the current joints (what is tested is when the swing ends)."""
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/swing_test_{time.monotonic_ns()}")
+    tools.ik = SimpleNamespace(solve=lambda q, goals, **kw: SimpleNamespace(success=True, q=np.array(q), message="ok"))
+    bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("observation", "tick", "hinge", "open_state", "reference", "command"):
+        bb.register_key(key, access=Access.WRITE)
+    X_WT = np.eye(4)
+    X_WT[:3, 3] = [0.7, 0.0, 0.8]
+    bb.hinge = (np.array([0.7, 0.5, 0.8]), np.array([0.0, 0.0, 1.0]), 0.5)
+    bb.open_state = SimpleNamespace(state=SimpleNamespace(measured=True, opening_angle_rad=math.radians(57)))
+    bb.reference, bb.tick = None, 0
+    node = SwingDoorOpen("swing along hinge arc", tools)
+    dof, dt = len(drawer_model.joint_names), drawer_model.control_dt_s
+    statuses = []
+    for k in range(80):
+        t = 1.0 + k * dt
+        stamp = t - latency_s
+        if camera_hz is not None:
+            stamp = math.floor(stamp * camera_hz) / camera_hz
+        bb.tick = k
+        bb.observation = Observation(time_s=t, points=np.zeros((1, 3)), colors=np.zeros((1, 3), np.uint8), masks={},
+                                     frame="world", joint_names=drawer_model.joint_names, qpos=np.zeros(dof),
+                                     qvel=np.zeros(dof), X_WB=np.eye(4), X_WT={tools.side: X_WT},
+                                     points_time_s=stamp)
+        node.tick_once()
+        statuses.append(node.status)
+        if node.status != Status.RUNNING:
+            break
+    return statuses
+
+
+def test_in_lockstep_a_still_door_past_45_degrees_ends_the_swing_after_the_stall_window(drawer_model):
+    statuses = _swing(drawer_model, latency_s=0.0, camera_hz=None)
+    assert statuses == [Status.RUNNING] * STALL_STEPS + [Status.SUCCESS]
+
+
+def test_clouds_from_before_the_swing_and_repeated_clouds_do_not_end_it_early(drawer_model):
+    """100 ms of latency and a 15 Hz camera: the first ten ticks' clouds predate the swing (a hand that has not
+    moved yet is no stop), and a repeated cloud is one measurement, not several."""
+    statuses = _swing(drawer_model, latency_s=0.1, camera_hz=15.0)
+    assert statuses[-1] == Status.SUCCESS
+    dt = drawer_model.control_dt_s
+    # The first cloud taken since the swing began arrives 0.1 s + up to one camera period after it; the stall
+    # window (STALL_STEPS control periods) is then measured between clouds.
+    assert len(statuses) * dt >= 0.1 + STALL_STEPS * dt
