@@ -204,32 +204,22 @@ class PushDrawer(Skill):
         return Status.RUNNING
 
 
-class MakingClosingProgress(Skill):
+class MakingClosingProgress(MakingProgress):
     """Check: the part closes by at least ``min_closing_m`` (or half its opening at the start, if less)
-    within ``within_steps`` of the start of a push."""
+    within ``within_steps`` of the start of a push (measured as :class:`MakingProgress` measures)."""
+
+    sign = -1.0
+    verb = "closed"
 
     def __init__(self, name: str, tools: Tools, part: str, within_steps: int = 30, min_closing_m: float = 0.02):
-        super().__init__(name, tools, reads=("open_state", "part_opening_m"))
-        self.part, self.within_steps, self.min_closing_m = part, within_steps, min_closing_m
+        super().__init__(name, tools, within_steps=within_steps, min_opening_m=min_closing_m,
+                         reads=("part_opening_m",))
+        self.part = part
 
-    def initialise(self):
-        self.ticks, self.start, self.needed = 0, None, self.min_closing_m
-
-    def update(self):
-        state = self.bb.open_state
-        if state is None:
-            return Status.RUNNING
-        if self.start is None:
-            self.start = state.state.displacement_m
-            opening = (self.bb.part_opening_m or {}).get(self.part)
-            if opening is not None:
-                self.needed = min(self.min_closing_m, 0.5 * max(opening, 0.0))
-        self.ticks += 1
-        moved = self.start - state.state.displacement_m
-        self.feedback_message = f"closed {moved * 100:.1f} cm in {self.ticks} steps"
-        if self.ticks >= self.within_steps and moved < self.needed:
-            return self.fail(f"no progress: {self.feedback_message}")
-        return Status.RUNNING
+    def started(self, state) -> None:
+        opening = (self.bb.part_opening_m or {}).get(self.part)
+        if opening is not None:
+            self.needed = min(self.min_opening_m, 0.5 * max(opening, 0.0))
 
 
 def close_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
