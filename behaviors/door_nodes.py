@@ -16,7 +16,7 @@ from handleit.planning.trajectories import hinge_arc, swept_angle_rad
 from handleit.types import Observation
 
 from .cabinet_nodes import MIN_LINK_POINTS
-from .common import JointReference, Skill
+from .common import RAMP_S, JointReference, Skill
 
 # Kept between the base's origin and the handle's circle: the door's edge beyond the handle (3-7 cm) and
 # the base's footprint (torso box 0.3 x 0.2 m, body ~0.11 m from its axis).
@@ -140,11 +140,12 @@ class SwingDoorOpen(Skill):
         hand = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
         # Door and hand are judged on new clouds, by their stamps, over STALL_STEPS control periods (in lockstep
         # a cloud a tick: the last STALL_STEPS ticks): a 15 Hz camera repeats a cloud over ~7 ticks. And only on
-        # clouds taken since the swing began: with 100 ms of latency the first ten ticks' clouds show a hand not
-        # yet moving, and a door re-grasped past 45 degrees read as one at its stop (the swing ended after 12
-        # ticks, the door short of open, the tree holding still).
+        # clouds taken once the hand has had its ramp to speed since the swing began: with 100 ms of latency the
+        # first ten ticks' clouds show a hand not yet moving, and a door re-grasped past 45 degrees read as one
+        # at its stop (the swing ended after 12-17 ticks, the door at 0.6-0.8 of its range, the tree holding
+        # still: 3 of 18 episodes at 0-100 ms, docs/benchmarks.md).
         cloud_time_s = obs.points_time_s if obs.points_time_s is not None else obs.time_s
-        if cloud_time_s >= self.start_time_s and (not self.angles or cloud_time_s > self.angles[-1][0]):
+        if cloud_time_s >= self.start_time_s + RAMP_S and (not self.angles or cloud_time_s > self.angles[-1][0]):
             self.angles.append((cloud_time_s, door, hand))
         self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg"
         window_s = STALL_STEPS * tools.model.control_dt_s
