@@ -93,6 +93,7 @@ class SchedulingSolver:
 
 
 @linux_only
+@pytest.mark.filterwarnings("ignore:latency compensation. no forward kinematics:RuntimeWarning")  # a robot without a URDF
 def test_the_runner_ticks_at_the_priority_asked_for_and_gives_it_back():
     robot, solver = RecordingRobot(), SchedulingSolver()
     runner = RealtimeRunner(robot, solver, rate_hz=100, rt_priority=40)
