@@ -511,9 +511,6 @@ def ball_points_mask(colors, rgb=(0, 255, 255), *, hue_tolerance_deg: float = 20
         raise ValueError(f"colors: expected shape [N, 3], got {list(c.shape)}")
     if not np.issubdtype(c.dtype, np.number) or (np.issubdtype(c.dtype, np.floating) and not np.isfinite(c).all()):
         raise ValueError("colors: expected finite numbers")
-    c = c.astype(np.float64)
-    if np.issubdtype(np.asarray(colors).dtype, np.integer) or (len(c) and c.max() > 1.0):
-        c = c / 255.0
     target = np.asarray(rgb, dtype=np.float64).reshape(-1)
     if target.shape != (3,):
         raise ValueError(f"rgb: expected 3 values in 0-255, got {list(target.shape)}")
@@ -522,6 +519,15 @@ def ball_points_mask(colors, rgb=(0, 255, 255), *, hue_tolerance_deg: float = 20
         raise ValueError(f"rgb: {tuple(target.astype(int))} is not a saturated colour; its hue cannot be matched")
     if len(c) == 0:
         return np.zeros(0, dtype=bool)
-    hsv = rgb_to_hsv(c)
-    hue_diff = np.abs((hsv[:, 0] - hsv_target[0] + 180.0) % 360.0 - 180.0)
-    return (hue_diff <= hue_tolerance_deg) & (hsv[:, 1] >= min_saturation) & (hsv[:, 2] >= min_value)
+    # Saturation and value first, on the colours as they come (uint8 from a camera: no float copy of the whole
+    # cloud), the hue only of the points they leave: the tree runs this on the whole cloud (tens of thousands of
+    # points) every other tick, and few points are saturated and bright.
+    scale = 255.0 if np.issubdtype(c.dtype, np.integer) or c.max() > 1.0 else 1.0
+    value = c.max(axis=1).astype(np.float32)
+    spread = value - c.min(axis=1).astype(np.float32)
+    mask = (spread >= min_saturation * value) & (value > 0) & (value >= min_value * scale)
+    candidates = np.flatnonzero(mask)
+    hue = rgb_to_hsv(c[candidates].astype(np.float64) / scale)[:, 0]
+    hue_diff = np.abs((hue - hsv_target[0] + 180.0) % 360.0 - 180.0)
+    mask[candidates] = hue_diff <= hue_tolerance_deg
+    return mask

@@ -198,3 +198,20 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="NaN"):
         points_inside_bucket(np.array([[np.nan, 0, 0]]), estimate_bucket_rim(
             random_bucket(np.random.default_rng(0), True).points_W))
+
+
+def test_ball_mask_matches_the_hue_test_of_every_point():
+    """The mask computes the hue only of the saturated, bright points: the result is the plain test's, hue,
+    saturation and value of every point, on camera (uint8) and float colours alike."""
+    from handleit.perception.bucket_rim import ball_points_mask
+    from handleit.perception.color_markers import rgb_to_hsv
+
+    rng = np.random.default_rng(0)
+    target = rgb_to_hsv(np.array([[0.0, 1.0, 1.0]]))[0]
+    for colors in (rng.integers(0, 256, (20000, 3)).astype(np.uint8), rng.uniform(0.0, 1.0, (5000, 3)),
+                   np.array([[51, 25, 0], [0, 51, 51], [0, 0, 0], [255, 255, 255], [0, 255, 255], [0, 26, 51]], np.uint8)):
+        c = colors / 255.0 if colors.dtype == np.uint8 else colors
+        hsv = rgb_to_hsv(c)
+        hue_diff = np.abs((hsv[:, 0] - target[0] + 180.0) % 360.0 - 180.0)
+        expected = (hue_diff <= 20.0) & (hsv[:, 1] >= 0.5) & (hsv[:, 2] >= 0.2)
+        np.testing.assert_array_equal(ball_points_mask(colors), expected)
