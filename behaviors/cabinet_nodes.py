@@ -543,7 +543,7 @@ class MakingProgress(Skill):
             self.started(state)
         self.ticks += 1
         moved = self.sign * (state.state.displacement_m - self.start)
-        cloud_time_s = obs.points_time_s if obs.points_time_s is not None else obs.time_s
+        cloud_time_s = obs.cloud_time_s
         window_s = (self.within_steps - 1) * self.tools.model.control_dt_s
         self.feedback_message = f"{self.verb} {moved * 100:.1f} cm in {self.ticks} steps"
         if cloud_time_s - self.start_time_s >= window_s - 1e-6 and moved < self.needed:

@@ -144,13 +144,13 @@ class SwingDoorOpen(Skill):
         # first ten ticks' clouds show a hand not yet moving, and a door re-grasped past 45 degrees read as one
         # at its stop (the swing ended after 12-17 ticks, the door at 0.6-0.8 of its range, the tree holding
         # still: 3 of 18 episodes at 0-100 ms, docs/benchmarks.md).
-        cloud_time_s = obs.points_time_s if obs.points_time_s is not None else obs.time_s
+        cloud_time_s = obs.cloud_time_s
         if cloud_time_s >= self.start_time_s + RAMP_S and (not self.angles or cloud_time_s > self.angles[-1][0]):
             self.angles.append((cloud_time_s, door, hand))
         self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg"
         window_s = STALL_STEPS * tools.model.control_dt_s
         then = [a for a in self.angles if a[0] <= cloud_time_s - window_s + 1e-6]
-        if then and self.angles and self.angles[-1][0] == cloud_time_s:
+        if then and self.angles[-1][0] == cloud_time_s:
             _, door_then, hand_then = then[-1]
             door_still = door - door_then < STALL_RAD
             if door_still and hand - hand_then < STALL_RAD and door > MIN_OPEN_RAD:

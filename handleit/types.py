@@ -76,6 +76,11 @@ class Observation:
         """The moment ``qpos``, ``X_WB`` and ``X_WT`` describe: ``state_stamp_s`` if set, else ``time_s``."""
         return self.time_s if self.state_stamp_s is None else self.state_stamp_s
 
+    @property
+    def cloud_time_s(self) -> float:
+        """The moment the cloud was taken: ``points_time_s`` if set, else ``time_s`` (lockstep)."""
+        return self.time_s if self.points_time_s is None else self.points_time_s
+
     def point_origins(self, mask: np.ndarray | None = None) -> np.ndarray | None:
         """``[M, 3]`` the camera centre each (masked) point was seen from, or None when not reported."""
         if self.sensor_origins is None or self.sensor_index is None:
