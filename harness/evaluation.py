@@ -44,6 +44,7 @@ from handleit.envs.sensor_model import parse_perturbation
 from handleit.harness.executor import Backend, LocalProcesses, RayCluster
 from handleit.harness.ms3_adapter import ManiSkill3Robot, episode_seeds, make_env, ms3_env_id
 from handleit.harness.realtime_sim import RealtimeEpisodes, split_perturbation
+from handleit.harness.tree_phases import PhaseTracker
 from handleit.harness.sim_robot import SimRobot
 from handleit.harness.solvers import make_solver
 from handleit.perception.segmenters import SIMULATOR
@@ -194,8 +195,10 @@ class _EpisodeRunner:
             # predicates perception believed: for the records' predicate accuracy, never shown to the solver.
             truth_of = getattr(env.unwrapped, "evaluate_predicates", None)
             handoff_truth: list[dict[str, Any]] = []
+            phases = PhaseTracker()  # where the steps go, as the real-time records keep it
             while not robot.done:
                 command = solver.step(observation)
+                phases.track(solver, observation.time_s)
                 handoffs = getattr(getattr(solver, "tools", None), "handoffs", None) or []
                 if truth_of is not None and len(handoffs) > len(handoff_truth):
                     for entry in handoffs[len(handoff_truth):]:
@@ -219,6 +222,8 @@ class _EpisodeRunner:
                 record.diagnostics = solver.diagnostics()
             if handoff_truth:
                 record.diagnostics["handoff_truth"] = handoff_truth
+            if phases.phases():
+                record.diagnostics["phases"] = phases.phases()
         except Exception:  # one bad episode must not end the run: record it and go on
             record.error = traceback.format_exc(limit=8)
             record.failed_node = record.failed_node or "error"

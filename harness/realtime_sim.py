@@ -49,15 +49,13 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 import numpy as np
-import py_trees
-from py_trees.common import Status
 
 import handleit.envs
-from handleit.behaviors.background import HOLD_STILL_FEEDBACK, SETTLE_FEEDBACK
 from handleit.envs.sensor_model import SensorPerturbation, parse_perturbation
 from handleit.harness.realtime_runner import DEFAULT_MAX_AGE_S, RealtimeRunner, zero_command
 from handleit.harness.sim_robot import SimRobot
 from handleit.harness.solvers import make_solver
+from handleit.harness.tree_phases import PhaseTracker
 from handleit.poses import pose7_to_matrix
 from handleit.types import Command, Observation, RobotModel
 
@@ -701,20 +699,6 @@ def _close_fds(*fds: int) -> None:
 # ----------------------------------------------------------------------------------------------------
 # One evaluation episode in real time (handleit.harness.evaluation branches here)
 # ----------------------------------------------------------------------------------------------------
-def working_tip(node: py_trees.behaviour.Behaviour) -> py_trees.behaviour.Behaviour | None:
-    """The tree's tip as py_trees finds it (the deepest node that ran), except in a Parallel: there the tip of its
-    first running child, the work its checks stand beside (py_trees takes the last child ticked, a check: the
-    whole of a push or a carry would read as "backrest in grippers?")."""
-    if isinstance(node, py_trees.composites.Parallel):
-        running = [c for c in node.children if c.status == Status.RUNNING]
-        return working_tip(running[0]) if running else node.tip()
-    if isinstance(node, py_trees.composites.Composite):
-        return working_tip(node.current_child) if node.current_child is not None else node.tip()
-    if isinstance(node, py_trees.decorators.Decorator):
-        return working_tip(node.decorated) if node.decorated.status != Status.INVALID else node.tip()
-    return node.tip()
-
-
 class TrackedSolver:
     """The solver, with each change of its ``failed_node`` recorded (the lockstep harness's ``failures``),
     per step whether a planning node planned (its plan ran in the tick, completed, or runs in the background),
@@ -725,9 +709,7 @@ class TrackedSolver:
         self.failures: list[str] = []
         self.planning_ticks: list[bool] = []  # per solver step
         self._planners: list = []
-        # [label, robot clock s of its first step, steps]: the tip node; "(planning)" while it holds still for
-        # a background plan, "(settling)" while it waits for a cloud taken at rest (behaviors/background.py)
-        self._phases: list[list] = []
+        self._phases = PhaseTracker()  # the tip node per step (harness/tree_phases.py)
 
     def reset(self, observation: Observation) -> None:
         self.solver.reset(observation)
@@ -742,28 +724,12 @@ class TrackedSolver:
         node = getattr(self.solver, "failed_node", None)
         if node and (not self.failures or self.failures[-1] != node):
             self.failures.append(node)
-        self._track_tip(observation.time_s)
+        self._phases.track(self.solver, observation.time_s)
         return command
-
-    def _track_tip(self, time_s: float) -> None:
-        tree = getattr(self.solver, "tree", None)
-        tip = working_tip(tree.root) if tree is not None else None
-        if tip is None:
-            return
-        label = tip.name
-        feedback = getattr(tip, "feedback_message", "") or ""
-        if feedback.startswith(SETTLE_FEEDBACK):
-            label += " (settling)"
-        elif feedback.startswith(HOLD_STILL_FEEDBACK):
-            label += " (planning)"
-        if self._phases and self._phases[-1][0] == label:
-            self._phases[-1][2] += 1
-        else:
-            self._phases.append([label, round(float(time_s), 3), 1])
 
     def phases(self) -> list[list]:
         """Where the episode's steps went: [tip node, robot clock s at its first step, steps], in order."""
-        return [list(p) for p in self._phases]
+        return self._phases.phases()
 
     def plans(self) -> list[dict[str, Any]]:
         """Each plan of the episode: node, wall seconds from sending to the result, and the planning worker's

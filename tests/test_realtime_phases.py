@@ -1,4 +1,4 @@
-"""Where a real-time episode's steps go (harness/realtime_sim.py TrackedSolver.phases, benchmarks/realtime_phases.py):
+"""Where an episode's steps go (harness/tree_phases.py, kept by both harnesses; benchmarks/realtime_phases.py):
 the tree's tip per step, run-length coded, with holds for a background plan and waits for rest marked."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from py_trees.common import Status
 
 from handleit.behaviors.background import HOLD_STILL_FEEDBACK, SETTLE_FEEDBACK
 from handleit.harness.realtime_sim import TrackedSolver
+from handleit.harness.tree_phases import working_tip
 from handleit.types import Command, Observation
 
 
@@ -59,8 +60,6 @@ def test_the_tip_per_step_is_run_length_coded_with_planning_and_settling_marked(
 def test_a_parallel_counts_its_work_not_the_check_beside_it():
     """In a Parallel (a push with its checks) the step goes to the first running child's tip, not to the check
     that py_trees ticked last."""
-    from handleit.harness.realtime_sim import working_tip
-
     push = py_trees.composites.Sequence("push and nudge", memory=True, children=[
         _Scripted("plan push", []), _Scripted("push to target", ["moving"] * 5)])
     check = _Scripted("backrest in grippers?", ["holding"] * 10)
