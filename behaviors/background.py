@@ -39,6 +39,8 @@ from handleit.types import Observation
 from .planning_worker import PlanningWorkerDied, planning_worker
 
 HOLD_STILL_FEEDBACK = "planning in the background: holding still"
+# A node whose plan only improves on one the robot already follows (``holds_still = False``) says this instead.
+FOLLOWING_FEEDBACK = "planning in the background: the robot follows the plan it has"
 SETTLE_FEEDBACK = "waiting for a cloud taken at rest: holding still"
 # A node that compares the robot as the cameras see it with its model (the hand-eye corrections) must put the model
 # at the joints of the moment the cloud was taken: in real time the newest cloud is older than the newest joint
@@ -110,6 +112,9 @@ class BackgroundPlanning:
     plan_worker_s: list[float | None]  # of those, the seconds the planning worker spent on the plan itself
     # Real time only: plan on a cloud taken after the robot came to rest (see SETTLE_FEEDBACK's comment).
     needs_cloud_at_rest: bool = False
+    # Real time: command zero velocity while the plan runs. False for a node that only searches for a better plan
+    # than one the robot already follows (beside the move that follows it, in a Parallel): it commands nothing.
+    holds_still: bool = True
     _settle: dict | None = None
     _at_cloud = None  # real time, needs_cloud_at_rest: the observation at its cloud's stamp, for snapshot()
 
@@ -148,7 +153,8 @@ class BackgroundPlanning:
             return self.apply(result)
         if self._job is None:
             # The node commands while it plans (hold still): write access to the command, real time only.
-            self.bb.register_key("command", access=Access.WRITE)
+            if self.holds_still:
+                self.bb.register_key("command", access=Access.WRITE)
             if self.needs_cloud_at_rest:
                 self._at_cloud = self.observation_at_cloud()
                 if self._at_cloud is None and not self._settled():
@@ -160,9 +166,10 @@ class BackgroundPlanning:
             self._hold_ticks, self._at_cloud = 0, None
         if not self._job.done():
             self._hold_ticks += 1
-            self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
-            self.feedback_message = (f"{HOLD_STILL_FEEDBACK} ({self._hold_ticks} ticks, "
-                                     f"{time.perf_counter() - self._job.started_s:.2f} s)")
+            if self.holds_still:
+                self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
+            self.feedback_message = (f"{HOLD_STILL_FEEDBACK if self.holds_still else FOLLOWING_FEEDBACK} "
+                                     f"({self._hold_ticks} ticks, {time.perf_counter() - self._job.started_s:.2f} s)")
             return Status.RUNNING
         job, self._job = self._job, None
         self.plan_wall_s.append(job.wall_s)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from py_trees.common import Status
+import py_trees
+from py_trees.common import ParallelPolicy, Status
 
 from handleit.control.actions import world_to_base_velocity
 from handleit.perception.handle_grasps import flipped_grasp_pose
@@ -31,6 +32,7 @@ HOLD_TIME_WEIGHT = 20.0
 # heading there, not a constraint), and the plan with the least time to reach plus time to move wins.
 DIAGONAL_HEADING_OFFSETS_RAD = (math.pi / 4, -math.pi / 4)
 HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
+PROVISIONAL_PLANS = ("all flips", "nearest flip")  # quickest_hold_for_move's provisional searches
 
 
 def shifted_goals(goals: dict[str, np.ndarray], d_W) -> dict[str, np.ndarray]:
@@ -170,9 +172,42 @@ def reached_goals(tools: Tools, q: np.ndarray, goals: dict[str, np.ndarray]) -> 
     return out
 
 
+def nearest_flip(obs: Observation, options: list[dict[str, np.ndarray]], heading_rad: float | None):
+    """Of ``options`` (the same grasp with the fingers flipped, :func:`flipped_about_approach`), the one whose
+    grippers, seen from the base turned to ``heading_rad`` (None: as it stands), are turned least from where the
+    hands are turned now in the base's frame: the flip an IK search would most likely choose, found without one."""
+    yaw_now = math.atan2(obs.X_WB[1, 0], obs.X_WB[0, 0])
+    yaw = yaw_now if heading_rad is None else heading_rad
+
+    def Rz(a: float) -> np.ndarray:
+        c, s = math.cos(a), math.sin(a)
+        return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+    def turn_rad(option) -> float:
+        total = 0.0
+        for side, X in option.items():
+            R_now = Rz(yaw_now).T @ obs.X_WT[side][:3, :3]
+            R_goal = Rz(yaw).T @ X[:3, :3]
+            z = R_goal[:, 2]  # the turn about the approach: the hand's x axis and the goal's, across it
+            x_now = R_now[:, 0] - (R_now[:, 0] @ z) * z
+            total += abs(math.atan2(float(np.cross(x_now, R_goal[:, 0]) @ z), float(x_now @ R_goal[:, 0])))
+        return total
+
+    return min(options, key=turn_rad)
+
+
+def hold_time_s(tools: Tools, q_now: np.ndarray, q_pregrasp: np.ndarray, q_grasp: np.ndarray, move_W=None) -> float:
+    """Seconds (ramps left out) to go from ``q_now`` by the pregrasp to the grasp, then to move the base by
+    ``move_W`` (m, world x/y; None: no move) with its heading held at the grasp's: what the hold plans minimise."""
+    t = time_to_go_s(tools, q_now, q_pregrasp) + time_to_go_s(tools, q_pregrasp, q_grasp)
+    if move_W is None:
+        return t
+    return t + move_time_s(tools, np.asarray(move_W, dtype=float)[:2], float(np.asarray(q_grasp)[tools.base_index[2]]))
+
+
 def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregrasp_of, weight_options, move_W,
                            heading_offsets_rad=DIAGONAL_HEADING_OFFSETS_RAD, heading_weight: float = HEADING_WEIGHT,
-                           **solve_kwargs):
+                           provisional: str | None = None, **solve_kwargs):
     """The hold (as :func:`fastest_hold`) from which reaching it and then moving the base by ``move_W`` (m, world
     x/y, heading fixed: a push or a carry) takes the least time.
 
@@ -181,7 +216,13 @@ def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregras
     faster. ``goals_facing(heading_rad | None)``: the candidate grasp goals (side -> X_WG) for the robot facing
     the object along that heading (None: as it stands now). Returns ``(plan, summary)``: the plan as
     :func:`fastest_hold` returns it, and a line of feedback (each heading tried and its time). Raises
-    ``RuntimeError`` when no hold is found for any heading."""
+    ``RuntimeError`` when no hold is found for any heading.
+
+    ``provisional``: a quick first plan for the robot to start on while the full search runs (real time,
+    :class:`HoldPlanStages`), with the first cost weighting only, and per heading either every finger flip
+    ("all flips") or only the flip nearest the hands' turn (:func:`nearest_flip`, "nearest flip": 6-7 IK solves
+    instead of 29-41 for the bucket, the same hold on test seeds 0-9; it misses the chair's best hold by 0.19 s,
+    whose provisional plan takes every flip: 24 solves, the same hold; benchmarks/hold_plan_cost.py)."""
     yaw = tools.base_index[2]
     move = None if move_W is None else np.asarray(move_W, dtype=float)[:2]
     direction = math.atan2(move[1], move[0]) if move is not None and np.linalg.norm(move) > 1e-3 else None
@@ -195,25 +236,103 @@ def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregras
             q_nominal[yaw] = obs.qpos[yaw] + wrap_angle_rad(heading - obs.qpos[yaw])
             kwargs["q_nominal"] = q_nominal
             weights = [{**w, "base_rotation": heading_weight} for w in weight_options]
+        options = goals_facing(heading)
+        if provisional is not None:
+            if provisional not in PROVISIONAL_PLANS:
+                raise ValueError(f"provisional plan {provisional!r} is none of {PROVISIONAL_PLANS}")
+            options = [nearest_flip(obs, options, heading)] if provisional == "nearest flip" else options
+            weights = weights[:1]
         try:
-            plans.append(fastest_hold(tools, obs, goals_facing(heading), pregrasp_of, weights, **kwargs))
+            plans.append(fastest_hold(tools, obs, options, pregrasp_of, weights, **kwargs))
         except RuntimeError as e:
             last = e
     if not plans:
         raise RuntimeError(str(last))
 
-    def total_time_s(plan):
-        grasp, pre = plan[0], plan[1]
-        t = time_to_go_s(tools, obs.qpos, pre.q) + time_to_go_s(tools, pre.q, grasp.q)
-        return t if move is None else t + move_time_s(tools, move, float(grasp.q[yaw]))
-
-    times = [total_time_s(p) for p in plans]
+    times = [hold_time_s(tools, obs.qpos, p[1].q, p[0].q, move) for p in plans]
     best = int(np.argmin(times))
     summary = "no move direction yet"
     if direction is not None:
         summary = ", ".join(f"{math.degrees(wrap_angle_rad(float(p[0].q[yaw]) - direction)):+.0f} deg {t:.2f} s"
                             for p, t in zip(plans, times))
     return plans[best], summary
+
+
+# A hold found by the full search replaces the provisional one the robot follows only when it is quicker from
+# where the robot is by at least this much (s): switching costs the turn of a move already under way.
+HOLD_SWITCH_MARGIN_S = 0.05
+HOLD_STAGES = ("full", "provisional", "search")
+
+
+class HoldPlanStages:
+    """Mixin for the dual-arm hold plans (before :class:`~behaviors.background.BackgroundPlanning`): in real time
+    the robot need not stand still for the whole hold search (0.3-0.4 s of IK on this CPU: 12 control periods at
+    a quarter of real time, 35 at real time).
+
+    ``stage``:
+    - "full": the whole search (:func:`quickest_hold_for_move`), in lockstep and in real time;
+    - "provisional": in real time a quick first plan (``provisional=True``: 3-6 IK solves) that the robot starts
+      on; in lockstep the full search, so that lockstep episodes are what they were;
+    - "search": in real time the full search in the background, beside the move toward the provisional hold (a
+      Parallel), commanding nothing (``holds_still`` False); its hold replaces the provisional one on the
+      blackboard when it is quicker from where the robot is then (:data:`HOLD_SWITCH_MARGIN_S`). A search that
+      finds nothing keeps the provisional hold (SUCCESS, said in the feedback). In lockstep: SUCCESS at once.
+
+    The node's snapshot holds ``"provisional"`` (:meth:`provisional_argument`: in the snapshot, not read from the
+    node in ``plan``, since the planning worker keeps the copy of the node it was sent at warm-up); its ``plan``
+    passes it on and returns ``("hold", (percept, q_grasp, goals, q_pregrasp, pregrasp goals, summary, move_W))``
+    or ``("fail", why)``; ``apply`` hands a "search" result to :meth:`apply_search`."""
+
+    stage: str = "full"
+    provisional_search: str = "all flips"  # quickest_hold_for_move's ``provisional``: which candidates a first plan tries
+    provisional_plan: bool = False  # this plan is the provisional one (set in update, on the tick side)
+
+    def set_stage(self, stage: str, provisional_search: str = "all flips") -> None:
+        if stage not in HOLD_STAGES:
+            raise ValueError(f"{self.name}: hold plan stage {stage!r} is none of {HOLD_STAGES}")
+        if provisional_search not in PROVISIONAL_PLANS:
+            raise ValueError(f"{self.name}: provisional search {provisional_search!r} is none of {PROVISIONAL_PLANS}")
+        self.stage, self.provisional_search = stage, provisional_search
+        self.holds_still = stage != "search"
+
+    def provisional_argument(self) -> str | None:
+        """What ``plan`` passes to :func:`quickest_hold_for_move` as ``provisional``."""
+        return self.provisional_search if self.provisional_plan else None
+
+    def update(self):
+        realtime = bool(getattr(self.tools, "realtime", False))
+        if self.stage == "search" and not realtime:
+            self.feedback_message = "lockstep: the hold was planned by the full search"
+            return Status.SUCCESS
+        self.provisional_plan = self.stage == "provisional" and realtime
+        return super().update()
+
+    def apply_search(self, result: tuple[str, object]) -> Status:
+        """The full search's hold, if quicker from where the robot is than the hold it follows."""
+        kind, value = result
+        if kind == "fail":
+            self.feedback_message = f"kept the provisional hold (the search found none: {value})"
+            return Status.SUCCESS
+        _, q_grasp, goals, q_pregrasp, pre_goals, summary, move = value
+        q_now = self.bb.observation.qpos
+        t_found = hold_time_s(self.tools, q_now, q_pregrasp, q_grasp, move)
+        t_followed = hold_time_s(self.tools, q_now, self.bb.q_pregrasp, self.bb.q_grasp, move)
+        if t_found < t_followed - HOLD_SWITCH_MARGIN_S:
+            self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
+            self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, pre_goals
+            self.feedback_message = f"switched to the searched hold: {t_found:.2f} s from here, not {t_followed:.2f} s"
+        else:
+            self.feedback_message = f"kept the provisional hold: {t_followed:.2f} s from here ({t_found:.2f} s searched)"
+        return Status.SUCCESS
+
+
+def move_while_searching(name: str, move: py_trees.behaviour.Behaviour,
+                         search: py_trees.behaviour.Behaviour) -> py_trees.composites.Parallel:
+    """The move toward the provisional hold with the search for a quicker one beside it (:class:`HoldPlanStages`):
+    done when the move is; a search still running then is cancelled. The move is the first child, so that a tick
+    commands the move and the search, which commands nothing, may change the move's goal for the next tick."""
+    return py_trees.composites.Parallel(name, policy=ParallelPolicy.SuccessOnSelected(children=[move]),
+                                        children=[move, search])
 
 
 class MoveBothArms(Skill):

@@ -28,7 +28,14 @@ from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
-from .bimanual_nodes import HELD_RAMP_S, body_travel_m, flipped_about_approach, quickest_hold_for_move, shifted_goals
+from .bimanual_nodes import (
+    HELD_RAMP_S,
+    HoldPlanStages,
+    body_travel_m,
+    flipped_about_approach,
+    quickest_hold_for_move,
+    shifted_goals,
+)
 from .common import Skill, trapezoid_time_s
 
 MIN_BUCKET_POINTS = 150
@@ -207,26 +214,29 @@ def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float
     return goals
 
 
-class PlanBucketHold(BackgroundPlanning, Skill):
+class PlanBucketHold(HoldPlanStages, BackgroundPlanning, Skill):
     """Plan the hold chosen by the rim test: goals for both tool centres and one whole-body IK solve each for
     the hold and its pregrasp (two goals at once, Let's Handle It Sec. 2.4). The robot may face the bucket from
     where it stands or turned 45 degrees to the carry (the base then carries sqrt(2) times faster): the hold
     with the least time to reach plus time to carry wins (:func:`quickest_hold_for_move`). In real time
-    (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py)."""
+    (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py), or, with
+    ``stage`` "provisional" and "search", on a quick plan while the full search runs (:class:`HoldPlanStages`)."""
 
-    def __init__(self, name, tools, kind: str):
+    def __init__(self, name, tools, kind: str, stage: str = "full", provisional_search: str = "nearest flip"):
         super().__init__(name, tools, reads=("observation", "rim", "bucket_points_W", "target_xy_W"),
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.kind = kind
+        self.set_stage(stage, provisional_search)
 
     def snapshot(self) -> dict:
         points = self.bb.bucket_points_W
         return {"observation": self.bb.observation, "rim": self.bb.rim,
                 "bucket_points_W": None if points is None else np.array(points),
-                "target_xy_W": np.array(self.bb.target_xy_W, dtype=float)}
+                "target_xy_W": np.array(self.bb.target_xy_W, dtype=float), "provisional": self.provisional_argument()}
 
     def plan(self, snap: dict) -> tuple[str, object]:
-        """("fail", why) or ("hold", (q_grasp, goals, q_pregrasp, pregrasp goals, summary)); no blackboard."""
+        """("fail", why) or ("hold", (rim, q_grasp, goals, q_pregrasp, pregrasp goals, summary, carry)); no
+        blackboard."""
         obs: Observation = snap["observation"]
         rim = snap["rim"]
         if rim is None:
@@ -250,23 +260,25 @@ class PlanBucketHold(BackgroundPlanning, Skill):
             (grasp, pre, goals, pre_goals), summary = quickest_hold_for_move(
                 self.tools, obs, goals_facing, pregrasp_of, HOLD_IK_WEIGHTS, carry,
                 base_keep_out=(np.asarray(rim.center_W)[:2], MIN_HOLD_DISTANCE_M),
-                tilt_rad=RIM_TILT_RAD if self.kind == "rim" else 0.0)
+                tilt_rad=RIM_TILT_RAD if self.kind == "rim" else 0.0, provisional=snap.get("provisional"))
         except RuntimeError as e:
             return "fail", f"IK failed for the {self.kind} hold: {e}"
-        return "hold", (rim, grasp.q, goals, pre.q, pre_goals, summary)
+        return "hold", (rim, grasp.q, goals, pre.q, pre_goals, summary, carry)
 
     def apply(self, result: tuple[str, object]) -> Status:
+        if self.stage == "search":
+            return self.apply_search(result)
         kind, value = result
         if kind == "fail":
             return self.fail(value)
-        rim, q_grasp, goals, q_pregrasp, pre_goals, summary = value
+        rim, q_grasp, goals, q_pregrasp, pre_goals, summary, _ = value
         self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
         self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, pre_goals
         # Fingers pre-shaped around the rim on the way (closing then takes a few steps); closed for a hug.
         self.bb.preshape_opening_m = (min(rim.thickness_m + PRESHAPE_MARGIN_M, self.tools.model.gripper_max_opening_m)
                                       if self.kind == "rim" else None)
-        self.feedback_message = (f"{self.kind} hold planned, rim at {rim.height_m:.2f} m; heading to the carry and "
-                                 f"time to reach and carry: {summary}")
+        self.feedback_message = (f"{'provisional ' if self.provisional_plan else ''}{self.kind} hold planned, rim at "
+                                 f"{rim.height_m:.2f} m; heading to the carry and time to reach and carry: {summary}")
         return Status.SUCCESS
 
 

@@ -11,13 +11,18 @@ with both grippers or hug the bucket between both arms; lift with the torso; car
         │       │   ├── pinch rim (Sequence)
         │       │   │   ├── rim thin enough?     condition: the rim fits between the fingers
         │       │   │   ├── plan rim hold        dual-goal IK: both grippers on the rim, left and right
-        │       │   │   ├── reach above rim
+        │       │   │   │                        (in real time a quick first plan: fewer candidates)
+        │       │   │   ├── reach above rim, quicker hold searched (Parallel)
+        │       │   │   │   ├── reach above rim
+        │       │   │   │   └── search quicker rim hold   real time: the full search beside the move
         │       │   │   ├── correct hold (hands seen)   cameras off: the hold moved by the hands' offsets
         │       │   │   ├── lower onto rim, close grippers
         │       │   │   └── rim held?            check: neither gripper closed on air
         │       │   └── hug (Sequence)
         │       │       ├── plan hug             closed hands on the walls' left and right, pressing in
-        │       │       ├── reach beside bucket
+        │       │       ├── reach beside bucket, quicker hug searched (Parallel)
+        │       │       │   ├── reach beside bucket
+        │       │       │   └── search quicker hug   real time: the full search beside the move
         │       │       └── hug walls            held short by the wall: the arms squeeze it
         │       ├── plan carry                   lift-and-carry and set-down moves from the rim and the platform
         │       └── carry (Parallel)
@@ -34,7 +39,7 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import ParallelPolicy
 
-from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
+from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff, move_while_searching
 from .bucket_nodes import (
     HOLD_IK_WEIGHTS,
     RIM_TILT_RAD,
@@ -62,10 +67,12 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     """The MoveBucket tree, with its failure checks and recovery."""
     pinch = py_trees.composites.Sequence("pinch rim", memory=True, children=[
         RimIsThin("rim thin enough?", tools),
-        PlanBucketHold("plan rim hold", tools, "rim"),
-        StepTimeout("above rim in time?", MoveBothArms("reach above rim", tools, "q_pregrasp", "X_WG_pregrasp",
-                                                       position_tolerance_m=0.03, angle_tolerance_rad=0.15,
-                                                       gripper_key="preshape_opening_m"), 250, tools),
+        PlanBucketHold("plan rim hold", tools, "rim", stage="provisional"),
+        move_while_searching("reach above rim, quicker hold searched", StepTimeout(
+            "above rim in time?", MoveBothArms("reach above rim", tools, "q_pregrasp", "X_WG_pregrasp",
+                                               position_tolerance_m=0.03, angle_tolerance_rad=0.15,
+                                               gripper_key="preshape_opening_m"), 250, tools),
+            PlanBucketHold("search quicker rim hold", tools, "rim", stage="search")),
         # Both hands in view above the rim: move the hold by the offsets at which the cameras see them.
         CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0], tilt_rad=RIM_TILT_RAD),
         StepTimeout("lowered in time?", MoveBothArms("lower onto rim", tools, "q_grasp", "X_WG_grasp",
@@ -75,10 +82,12 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         GrippersHolding("rim held?", tools),
     ])
     hug = py_trees.composites.Sequence("hug", memory=True, children=[
-        PlanBucketHold("plan hug", tools, "hug"),
-        StepTimeout("beside bucket in time?", MoveBothArms("reach beside bucket", tools, "q_pregrasp", "X_WG_pregrasp",
-                                                           position_tolerance_m=0.03, angle_tolerance_rad=0.15,
-                                                           gripper=HUG_GRIPPER), 250, tools),
+        PlanBucketHold("plan hug", tools, "hug", stage="provisional"),
+        move_while_searching("reach beside bucket, quicker hug searched", StepTimeout(
+            "beside bucket in time?", MoveBothArms("reach beside bucket", tools, "q_pregrasp", "X_WG_pregrasp",
+                                                   position_tolerance_m=0.03, angle_tolerance_rad=0.15,
+                                                   gripper=HUG_GRIPPER), 250, tools),
+            PlanBucketHold("search quicker hug", tools, "hug", stage="search")),
         StepTimeout("hugged in time?", MoveBothArms("hug walls", tools, "q_grasp", "X_WG_grasp",
                                                     position_tolerance_m=0.01, accept_stall_m=HUG_SQUEEZE_M + 0.04,
                                                     speed_fraction=HUG_SQUEEZE_SPEED, patience=HUG_PATIENCE_STEPS,

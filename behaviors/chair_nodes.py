@@ -22,7 +22,7 @@ from handleit.perception.chair_center import estimate_chair_center
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
-from .bimanual_nodes import flipped_about_approach, quickest_hold_for_move, reached_goals, shifted_goals
+from .bimanual_nodes import HoldPlanStages, flipped_about_approach, quickest_hold_for_move, reached_goals, shifted_goals
 from .common import Skill
 
 MIN_CHAIR_POINTS = 200  # fewer chair points than this give no reliable estimate
@@ -135,29 +135,31 @@ def backrest_hold_poses(backrest, X_WB: np.ndarray) -> dict[str, np.ndarray]:
     return goals
 
 
-class PlanBackrestHold(BackgroundPlanning, Skill):
+class PlanBackrestHold(HoldPlanStages, BackgroundPlanning, Skill):
     """Plan the hold: both tool-centre goals on the backrest's top edge, and one whole-body IK solve for the
     grasp and one for the pregrasp above it (two goals at once, Let's Handle It Sec. 2.4), the base kept out of
     the chair's footprint. ``refine``: only the grasp again, from a fresh estimate, once above the backrest
     (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery. In real
-    time (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py)."""
+    time (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py), or, with
+    ``stage`` "provisional" and "search", on a quick plan while the full search runs (:class:`HoldPlanStages`)."""
 
-    def __init__(self, name, tools, refine: bool = False):
+    def __init__(self, name, tools, refine: bool = False, stage: str = "full"):
         super().__init__(name, tools,
                          reads=("observation", "backrest", "chair_center_W", "X_WG_grasp", "target_xy_W"),
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.refine = refine
+        self.set_stage(stage)
 
     def snapshot(self) -> dict:
         center, previous = self.bb.chair_center_W, self.bb.X_WG_grasp
         return {"observation": self.bb.observation, "backrest": self.bb.backrest,
                 "chair_center_W": None if center is None else np.array(center),
                 "X_WG_grasp": None if previous is None else {s: np.array(X) for s, X in previous.items()},
-                "target_xy_W": np.array(self.bb.target_xy_W, dtype=float)}
+                "target_xy_W": np.array(self.bb.target_xy_W, dtype=float), "provisional": self.provisional_argument()}
 
     def plan(self, snap: dict) -> tuple[str, object]:
         """("fail", why), ("refined", (q_grasp, goals, why)) or ("hold", (backrest, q_grasp, goals, q_pregrasp,
-        pregrasp goals, summary)); no blackboard."""
+        pregrasp goals, summary, push)); no blackboard."""
         obs: Observation = snap["observation"]
         backrest, center = snap["backrest"], snap["chair_center_W"]
         if backrest is None:
@@ -184,25 +186,29 @@ class PlanBackrestHold(BackgroundPlanning, Skill):
         try:
             (grasp, pre, goals, above), summary = quickest_hold_for_move(
                 self.tools, obs, lambda heading: options, lambda g: shifted_goals(g, [0.0, 0.0, PREGRASP_HEIGHT_M]),
-                HOLD_IK_WEIGHTS, push, base_keep_out=keep_out, tilt_rad=HOLD_TILT_RAD)
+                HOLD_IK_WEIGHTS, push, base_keep_out=keep_out, tilt_rad=HOLD_TILT_RAD,
+                provisional=snap.get("provisional"))
         except RuntimeError as e:
             return "fail", f"IK failed: {e}"
-        return "hold", (backrest, grasp.q, goals, pre.q, above, summary)
+        return "hold", (backrest, grasp.q, goals, pre.q, above, summary, push)
 
     def apply(self, result: tuple[str, object]) -> Status:
+        if self.stage == "search":
+            return self.apply_search(result)
         kind, value = result
         if kind == "fail":
             return self.fail(value)
         if kind == "refined":
             self.bb.q_grasp, self.bb.X_WG_grasp, self.feedback_message = value
             return Status.SUCCESS
-        backrest, q_grasp, goals, q_pregrasp, above, summary = value
+        backrest, q_grasp, goals, q_pregrasp, above, summary, _ = value
         self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
         self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, above
         self.bb.preshape_opening_m = min(backrest.thickness_m + PRESHAPE_MARGIN_M,
                                          self.tools.model.gripper_max_opening_m)
-        self.feedback_message = (f"hold planned, top {backrest.top_height_m:.2f} m; heading to the push and time "
-                                 f"to reach and push: {summary}")
+        self.feedback_message = (f"{'provisional ' if self.provisional_plan else ''}hold planned, top "
+                                 f"{backrest.top_height_m:.2f} m; heading to the push and time to reach and push: "
+                                 f"{summary}")
         return Status.SUCCESS
 
 

@@ -10,7 +10,11 @@ then nudge).
         │   └── attempt (Sequence, memory)
         │       ├── recover                      after a failure: open both grippers, back off, re-plan
         │       ├── plan hold                    both grippers on the backrest's top edge: dual-goal IK
-        │       ├── reach above backrest         base, torso (rising first) and both arms together
+        │       │                                (in real time a quick first plan: fewer candidates)
+        │       ├── reach above backrest, quicker hold searched (Parallel)
+        │       │   ├── reach above backrest     base, torso (rising first) and both arms together
+        │       │   └── search quicker hold      real time: the full search, off the tick thread; its hold
+        │       │                                replaces the first if quicker from where the robot is
         │       ├── refine hold                  the grasp again from a fresh estimate
         │       ├── correct hold (hands seen)    cameras off: the hold moved by the hands' offsets
         │       ├── lower onto backrest          fingers pre-shaped around the panel
@@ -35,7 +39,7 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import ParallelPolicy
 
-from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff
+from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff, move_while_searching
 from .camera_correction import CorrectHoldForCameras
 from .chair_nodes import (
     HOLD_IK_WEIGHTS,
@@ -80,12 +84,12 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
         ReleaseAndBackOff("recover", tools, reset_keys=("backrest_top_z_m", "holding", "center_in_hands_H",
                                                          "last_sure_center_W")),
-        PlanBackrestHold("plan hold", tools),
-        StepTimeout("above backrest in time?", MoveBothArms("reach above backrest", tools, "q_pregrasp",
-                                                            "X_WG_pregrasp", position_tolerance_m=0.03,
-                                                            angle_tolerance_rad=0.15,
-                                                            gripper_key="preshape_opening_m", torso_first=True),
-                   250, tools),
+        PlanBackrestHold("plan hold", tools, stage="provisional"),
+        move_while_searching("reach above backrest, quicker hold searched", StepTimeout(
+            "above backrest in time?", MoveBothArms("reach above backrest", tools, "q_pregrasp", "X_WG_pregrasp",
+                                                    position_tolerance_m=0.03, angle_tolerance_rad=0.15,
+                                                    gripper_key="preshape_opening_m", torso_first=True), 250, tools),
+            PlanBackrestHold("search quicker hold", tools, stage="search")),
         PlanBackrestHold("refine hold", tools, refine=True),
         # Both hands in view above the backrest: move the hold by the offsets at which the cameras see them.
         CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0], tilt_rad=HOLD_TILT_RAD),

@@ -3,9 +3,12 @@
 The dual-arm trees (PushChair, MoveBucket) start with a hold plan: whole-body IK for both hands over three base
 headings, four finger flips and two cost weightings, with the pregrasp above each grasp
 (``behaviors/bimanual_nodes.py``: ``quickest_hold_for_move``). In real time the robot holds still meanwhile.
-For each episode this runs the tree to its first hold plan and plans it twice on the same snapshot: with the
-full IK solves (``quick=False`` forced) and as the tree plans it (quick solves). It prints each plan's wall time,
-its number of IK solves, and the chosen hold's time to reach and move (the least of the headings' times, s).
+For each episode this runs the tree to its first hold plan and plans it three times on the same snapshot: with the
+full IK solves (``quick=False`` forced), as the tree plans it in lockstep (quick solves), and as its first,
+provisional plan in real time (``HoldPlanStages``: one cost weighting; the chair every finger flip, the bucket
+the nearest). It prints
+each plan's wall time, its number of IK solves, and the chosen hold's time to reach and move (the least of the
+headings' times, s).
 
     python benchmarks/hold_plan_cost.py [--task PushChair,MoveBucket] [--split test] [--seeds 0-9]
 """
@@ -65,8 +68,10 @@ def first_hold_snapshot(task: str, robot: SimRobot, seed: int, max_ticks: int = 
     raise RuntimeError(f"{task} seed {seed}: no hold plan in {max_ticks} ticks")
 
 
-def timed_plan(node, snap, quick: bool):
+def timed_plan(node, snap, quick: bool, provisional: bool = False):
     ik = node.tools.ik
+    node.provisional_plan = provisional
+    snap = {**snap, "provisional": node.provisional_argument()}
     original, calls = ik.solve, []
 
     def solve(*args, **kwargs):
@@ -82,6 +87,7 @@ def timed_plan(node, snap, quick: bool):
         return time.perf_counter() - start, len(calls), kind, value
     finally:
         ik.solve = original
+        node.provisional_plan = False
 
 
 def main() -> None:
@@ -91,8 +97,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0-9")
     args = parser.parse_args()
     print(f"# {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print("| task | seed | full: s (solves) | quick: s (solves) | chosen hold, full (s) | chosen hold, quick (s) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| task | seed | full: s (solves) | quick: s (solves) | provisional: s (solves) | chosen hold, full (s) | "
+          "chosen hold, quick (s) | provisional hold (s) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for task in args.task.split(","):
         robot = SimRobot(handleit.envs.make(task, obs_mode="pointcloud", split=args.split, max_episode_steps=200))
         rows = []
@@ -100,16 +107,19 @@ def main() -> None:
             node, snap = first_hold_snapshot(task, robot, seed)
             full = timed_plan(node, snap, quick=False)
             quick = timed_plan(node, snap, quick=True)
-            t_full = chosen_time_s(full[3][-1]) if full[2] == "hold" else float("nan")
-            t_quick = chosen_time_s(quick[3][-1]) if quick[2] == "hold" else float("nan")
-            rows.append((full[0], quick[0], t_full, t_quick))
-            print(f"| {task} | {seed} | {full[0]:.2f} ({full[1]}) | {quick[0]:.2f} ({quick[1]}) | {t_full:.2f} | "
-                  f"{t_quick:.2f} |", flush=True)
+            prov = timed_plan(node, snap, quick=True, provisional=True)
+            t_full, t_quick, t_prov = (chosen_time_s(p[3][-2]) if p[2] == "hold" else float("nan")
+                                       for p in (full, quick, prov))
+            rows.append((full[0], quick[0], prov[0], t_full, t_quick, t_prov))
+            print(f"| {task} | {seed} | {full[0]:.2f} ({full[1]}) | {quick[0]:.2f} ({quick[1]}) | {prov[0]:.2f} "
+                  f"({prov[1]}) | {t_full:.2f} | {t_quick:.2f} | {t_prov:.2f} |", flush=True)
         a = np.array(rows)
-        print(f"| {task} | median | {np.median(a[:, 0]):.2f} | {np.median(a[:, 1]):.2f} | {np.nanmedian(a[:, 2]):.2f} | "
-              f"{np.nanmedian(a[:, 3]):.2f} |")
-        print(f"# {task}: quick/full plan time, median ratio {np.median(a[:, 1] / a[:, 0]):.2f}; chosen hold time "
-              f"quick - full: {np.nanmin(a[:, 3] - a[:, 2]):+.2f} to {np.nanmax(a[:, 3] - a[:, 2]):+.2f} s")
+        print(f"| {task} | median | {np.median(a[:, 0]):.2f} | {np.median(a[:, 1]):.2f} | {np.median(a[:, 2]):.2f} | "
+              f"{np.nanmedian(a[:, 3]):.2f} | {np.nanmedian(a[:, 4]):.2f} | {np.nanmedian(a[:, 5]):.2f} |")
+        print(f"# {task}: quick/full plan time, median ratio {np.median(a[:, 1] / a[:, 0]):.2f}; provisional/quick "
+              f"{np.median(a[:, 2] / a[:, 1]):.2f}; chosen hold time quick - full: {np.nanmin(a[:, 4] - a[:, 3]):+.2f} to "
+              f"{np.nanmax(a[:, 4] - a[:, 3]):+.2f} s; provisional - quick: {np.nanmin(a[:, 5] - a[:, 4]):+.2f} to "
+              f"{np.nanmax(a[:, 5] - a[:, 4]):+.2f} s (median {np.nanmedian(a[:, 5] - a[:, 4]):+.2f})")
 
 
 if __name__ == "__main__":

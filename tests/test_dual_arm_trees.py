@@ -134,9 +134,10 @@ def test_dual_goal_ik_reaches_a_backrest_hold():
 
 
 @pytest.mark.parametrize("task, nodes", [
-    ("PushChair", ("perceive chair", "plan hold", "chair tipping?",
+    ("PushChair", ("perceive chair", "plan hold", "search quicker hold", "chair tipping?",
                    "backrest in grippers?", "chair centred?", "nudge", "recover", "hold still")),
-    ("MoveBucket", ("perceive bucket", "rim thin enough?", "plan rim hold", "plan hug", "rim held?",
+    ("MoveBucket", ("perceive bucket", "rim thin enough?", "plan rim hold", "search quicker rim hold", "plan hug",
+                    "search quicker hug", "rim held?",
                     "bucket follows?", "rim in grippers?", "let go", "recover", "hold still")),
 ])
 def test_dual_arm_trees_print_with_their_failure_checks(task, nodes):
