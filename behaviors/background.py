@@ -139,7 +139,8 @@ class BackgroundPlanning:
         if st["clouds"] >= SETTLE_CLOUDS or waited_s > SETTLE_MAX_S:
             self._settle = None
             return True
-        self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
+        if self.holds_still:
+            self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
         self.feedback_message = f"{SETTLE_FEEDBACK} ({'at rest' if st['at_rest'] else 'moving'}, {st['clouds']} clouds)"
         return False
 

@@ -326,13 +326,18 @@ class HoldPlanStages:
         return Status.SUCCESS
 
 
-def move_while_searching(name: str, move: py_trees.behaviour.Behaviour,
-                         search: py_trees.behaviour.Behaviour) -> py_trees.composites.Parallel:
-    """The move toward the provisional hold with the search for a quicker one beside it (:class:`HoldPlanStages`):
-    done when the move is; a search still running then is cancelled. The move is the first child, so that a tick
-    commands the move and the search, which commands nothing, may change the move's goal for the next tick."""
+def move_while_planning(name: str, move: py_trees.behaviour.Behaviour,
+                        planner: py_trees.behaviour.Behaviour) -> py_trees.composites.Parallel:
+    """A move with a plan that may change its goal running beside it: the search for a quicker hold
+    (:class:`HoldPlanStages`) beside the move toward the provisional one, or the hand-eye correction beside the
+    lowering. Done when the move is; a plan still running then is cancelled. The planner must command nothing while
+    it plans (``holds_still`` False). It is the first child: in lockstep, where it plans in its tick, the move
+    starts on its result in the same tick, as when the two ran in sequence; in real time it commands nothing and
+    the move beside it goes on toward the goal it has until the plan changes it."""
+    if getattr(planner, "holds_still", False):
+        raise ValueError(f"{planner.name}: a plan beside a move must not hold the robot still (holds_still=False)")
     return py_trees.composites.Parallel(name, policy=ParallelPolicy.SuccessOnSelected(children=[move]),
-                                        children=[move, search])
+                                        children=[planner, move])
 
 
 class MoveBothArms(Skill):

@@ -13,16 +13,18 @@ with both grippers or hug the bucket between both arms; lift with the torso; car
         │       │   │   ├── plan rim hold        dual-goal IK: both grippers on the rim, left and right
         │       │   │   │                        (in real time a quick first plan: fewer candidates)
         │       │   │   ├── reach above rim, quicker hold searched (Parallel)
-        │       │   │   │   ├── reach above rim
-        │       │   │   │   └── search quicker rim hold   real time: the full search beside the move
-        │       │   │   ├── correct hold (hands seen)   cameras off: the hold moved by the hands' offsets
-        │       │   │   ├── lower onto rim, close grippers
+        │       │   │   │   ├── search quicker rim hold   real time: the full search beside the move
+        │       │   │   │   └── reach above rim
+        │       │   │   ├── lower onto rim, hands seen (Parallel)
+        │       │   │   │   ├── correct hold (hands seen)   cameras off: the hold moved by the hands' offsets
+        │       │   │   │   └── lower onto rim   (in real time the correction redirects the lowering)
+        │       │   │   ├── close grippers
         │       │   │   └── rim held?            check: neither gripper closed on air
         │       │   └── hug (Sequence)
         │       │       ├── plan hug             closed hands on the walls' left and right, pressing in
         │       │       ├── reach beside bucket, quicker hug searched (Parallel)
-        │       │       │   ├── reach beside bucket
-        │       │       │   └── search quicker hug   real time: the full search beside the move
+        │       │       │   ├── search quicker hug   real time: the full search beside the move
+        │       │       │   └── reach beside bucket
         │       │       └── hug walls            held short by the wall: the arms squeeze it
         │       ├── plan carry                   lift-and-carry and set-down moves from the rim and the platform
         │       └── carry (Parallel)
@@ -39,7 +41,7 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import ParallelPolicy
 
-from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff, move_while_searching
+from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff, move_while_planning
 from .bucket_nodes import (
     HOLD_IK_WEIGHTS,
     RIM_TILT_RAD,
@@ -68,22 +70,25 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     pinch = py_trees.composites.Sequence("pinch rim", memory=True, children=[
         RimIsThin("rim thin enough?", tools),
         PlanBucketHold("plan rim hold", tools, "rim", stage="provisional"),
-        move_while_searching("reach above rim, quicker hold searched", StepTimeout(
+        move_while_planning("reach above rim, quicker hold searched", StepTimeout(
             "above rim in time?", MoveBothArms("reach above rim", tools, "q_pregrasp", "X_WG_pregrasp",
                                                position_tolerance_m=0.03, angle_tolerance_rad=0.15,
                                                gripper_key="preshape_opening_m"), 250, tools),
             PlanBucketHold("search quicker rim hold", tools, "rim", stage="search")),
-        # Both hands in view above the rim: move the hold by the offsets at which the cameras see them.
-        CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0], tilt_rad=RIM_TILT_RAD),
-        StepTimeout("lowered in time?", MoveBothArms("lower onto rim", tools, "q_grasp", "X_WG_grasp",
-                                                     position_tolerance_m=0.012, speed_fraction=0.8,
-                                                     gripper_key="preshape_opening_m"), 100, tools),
+        # Both hands in view above the rim: move the hold by the offsets at which the cameras see them (in real
+        # time beside the lowering, whose goal it then moves).
+        move_while_planning("lower onto rim, hands seen", StepTimeout(
+            "lowered in time?", MoveBothArms("lower onto rim", tools, "q_grasp", "X_WG_grasp",
+                                             position_tolerance_m=0.012, speed_fraction=0.8,
+                                             gripper_key="preshape_opening_m"), 100, tools),
+                            CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0],
+                                                  tilt_rad=RIM_TILT_RAD, holds_still=False)),
         OperateGripper("close grippers", tools, "close", max_steps=15),
         GrippersHolding("rim held?", tools),
     ])
     hug = py_trees.composites.Sequence("hug", memory=True, children=[
         PlanBucketHold("plan hug", tools, "hug", stage="provisional"),
-        move_while_searching("reach beside bucket, quicker hug searched", StepTimeout(
+        move_while_planning("reach beside bucket, quicker hug searched", StepTimeout(
             "beside bucket in time?", MoveBothArms("reach beside bucket", tools, "q_pregrasp", "X_WG_pregrasp",
                                                    position_tolerance_m=0.03, angle_tolerance_rad=0.15,
                                                    gripper=HUG_GRIPPER), 250, tools),

@@ -57,7 +57,9 @@ class CorrectHoldForCameras(BackgroundPlanning, Skill):
     one X_WG for the tree's arm) moved by the offset at which its camera sees that hand, and the configuration
     under ``target_key`` solved again (IK from the planned one). Keeps the plan (and says why) when every
     offset is under ``HAND_OFFSET_MIN_M``, when no hand is in view, or when IK fails. Always SUCCESS. In real
-    time (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py).
+    time (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py), or,
+    with ``holds_still=False``, going on with the move beside it (``bimanual_nodes.move_while_planning``: the
+    lowering, whose goal the correction then moves; the hands are compared with the model at the cloud's stamp).
 
     ``ik_goal(obs, X_WG)``: the goal as the tree's IK takes it (the pick trees' IK works in the arm's base
     frame); default the world pose."""
@@ -66,8 +68,9 @@ class CorrectHoldForCameras(BackgroundPlanning, Skill):
 
     def __init__(self, name, tools, target_key: str = "q_grasp", pose_key: str = "X_WG_grasp",
                  weights: dict | None = None, tilt_rad: float = 0.0, radius_m: float = HAND_RADIUS_M,
-                 ik_goal: Callable[[Observation, np.ndarray], np.ndarray] | None = None):
+                 ik_goal: Callable[[Observation, np.ndarray], np.ndarray] | None = None, holds_still: bool = True):
         super().__init__(name, tools, reads=("observation", target_key, pose_key), writes=(target_key, pose_key))
+        self.holds_still = holds_still
         self.target_key, self.pose_key = target_key, pose_key
         self.weights, self.tilt_rad, self.radius_m = weights, tilt_rad, radius_m
         self.ik_goal = ik_goal

@@ -12,12 +12,14 @@ then nudge).
         │       ├── plan hold                    both grippers on the backrest's top edge: dual-goal IK
         │       │                                (in real time a quick first plan: fewer candidates)
         │       ├── reach above backrest, quicker hold searched (Parallel)
-        │       │   ├── reach above backrest     base, torso (rising first) and both arms together
-        │       │   └── search quicker hold      real time: the full search, off the tick thread; its hold
-        │       │                                replaces the first if quicker from where the robot is
+        │       │   ├── search quicker hold      real time: the full search, off the tick thread; its hold
+        │       │   │                            replaces the first if quicker from where the robot is
+        │       │   └── reach above backrest     base, torso (rising first) and both arms together
         │       ├── refine hold                  the grasp again from a fresh estimate
-        │       ├── correct hold (hands seen)    cameras off: the hold moved by the hands' offsets
-        │       ├── lower onto backrest          fingers pre-shaped around the panel
+        │       ├── lower onto backrest, hands seen (Parallel)
+        │       │   ├── correct hold (hands seen)   cameras off: the hold moved by the hands' offsets (in real
+        │       │   │                            time beside the lowering, which it then redirects)
+        │       │   └── lower onto backrest      fingers pre-shaped around the panel
         │       └── push (Parallel)              the grippers close as the base starts (a 0.3 s ramp)
         │           ├── push and nudge (Sequence)
         │           │   ├── plan push            base offset = target - estimated centre, 7 cm short
@@ -39,7 +41,7 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import ParallelPolicy
 
-from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff, move_while_searching
+from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff, move_while_planning
 from .camera_correction import CorrectHoldForCameras
 from .chair_nodes import (
     HOLD_IK_WEIGHTS,
@@ -85,17 +87,20 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         ReleaseAndBackOff("recover", tools, reset_keys=("backrest_top_z_m", "holding", "center_in_hands_H",
                                                          "last_sure_center_W")),
         PlanBackrestHold("plan hold", tools, stage="provisional"),
-        move_while_searching("reach above backrest, quicker hold searched", StepTimeout(
+        move_while_planning("reach above backrest, quicker hold searched", StepTimeout(
             "above backrest in time?", MoveBothArms("reach above backrest", tools, "q_pregrasp", "X_WG_pregrasp",
                                                     position_tolerance_m=0.03, angle_tolerance_rad=0.15,
                                                     gripper_key="preshape_opening_m", torso_first=True), 250, tools),
-            PlanBackrestHold("search quicker hold", tools, stage="search")),
+                            PlanBackrestHold("search quicker hold", tools, stage="search")),
         PlanBackrestHold("refine hold", tools, refine=True),
         # Both hands in view above the backrest: move the hold by the offsets at which the cameras see them.
-        CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0], tilt_rad=HOLD_TILT_RAD),
-        StepTimeout("lowered in time?", MoveBothArms("lower onto backrest", tools, "q_grasp", "X_WG_grasp",
-                                                     position_tolerance_m=0.012, speed_fraction=0.9,
-                                                     gripper_key="preshape_opening_m"), 100, tools),
+        # In real time the lowering starts at once and the correction moves its goal when it is done.
+        move_while_planning("lower onto backrest, hands seen", StepTimeout(
+            "lowered in time?", MoveBothArms("lower onto backrest", tools, "q_grasp", "X_WG_grasp",
+                                             position_tolerance_m=0.012, speed_fraction=0.9,
+                                             gripper_key="preshape_opening_m"), 100, tools),
+                            CorrectHoldForCameras("correct hold (hands seen)", tools, weights=HOLD_IK_WEIGHTS[0],
+                                                  tilt_rad=HOLD_TILT_RAD, holds_still=False)),
         push,
     ])
     task = py_trees.composites.Sequence("task", memory=True, children=[

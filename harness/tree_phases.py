@@ -18,9 +18,10 @@ from handleit.behaviors.background import HOLD_STILL_FEEDBACK, SETTLE_FEEDBACK
 def working_tip(node: py_trees.behaviour.Behaviour) -> py_trees.behaviour.Behaviour | None:
     """The tree's tip as py_trees finds it (the deepest node that ran), except in a Parallel: there the tip of its
     first running child, the work its checks stand beside (py_trees takes the last child ticked, a check: the
-    whole of a push or a carry would read as "backrest in grippers?")."""
+    whole of a push or a carry would read as "backrest in grippers?"), passing over a plan that runs beside a
+    move without holding the robot still (``holds_still`` False: the step is the move's)."""
     if isinstance(node, py_trees.composites.Parallel):
-        running = [c for c in node.children if c.status == Status.RUNNING]
+        running = [c for c in node.children if c.status == Status.RUNNING and getattr(c, "holds_still", True)]
         return working_tip(running[0]) if running else node.tip()
     if isinstance(node, py_trees.composites.Composite):
         return working_tip(node.current_child) if node.current_child is not None else node.tip()

@@ -18,7 +18,7 @@ from handleit.behaviors.bimanual_nodes import (
     HOLD_SWITCH_MARGIN_S,
     HoldPlanStages,
     hold_time_s,
-    move_while_searching,
+    move_while_planning,
     quickest_hold_for_move,
 )
 from handleit.behaviors.common import Skill, Tools
@@ -160,7 +160,7 @@ def test_the_parallel_ends_with_the_move_and_cancels_a_search_still_running(chai
 
     _, hold = _hold(tools, 0.5, "provisional")
     bb.q_grasp, bb.X_WG_grasp, bb.q_pregrasp, bb.X_WG_pregrasp = hold[1], hold[2], hold[3], hold[4]
-    parallel = move_while_searching("reach, quicker hold searched", _Move(), search)
+    parallel = move_while_planning("reach, quicker hold searched", _Move(), search)
     tree = py_trees.trees.BehaviourTree(parallel)
     for _ in range(3):
         tree.tick()
@@ -184,3 +184,10 @@ def test_hold_time_adds_the_move_at_the_grasp_heading_and_bad_stages_are_refused
         _ScriptedHoldPlan("plan hold", tools, "eventually", None, release)
     with pytest.raises(ValueError, match="provisional plan 'some flips'"):
         quickest_hold_for_move(tools, None, lambda heading: [{}], lambda g: g, [{}], None, provisional="some flips")
+
+
+def test_a_plan_that_holds_the_robot_still_is_refused_beside_a_move(chair_model):
+    tools, _ = _setup(chair_model, realtime=True)
+    holding = _ScriptedHoldPlan("plan hold", tools, "provisional", None, threading.Event())
+    with pytest.raises(ValueError, match="must not hold the robot still"):
+        move_while_planning("reach", py_trees.behaviours.Running("reach"), holding)

@@ -69,3 +69,16 @@ def test_a_parallel_counts_its_work_not_the_check_beside_it():
     tree.tick()
     assert tree.tip().name == "backrest in grippers?"  # what py_trees reports
     assert working_tip(root).name == "push to target"
+
+
+def test_a_plan_beside_a_move_gives_its_steps_to_the_move():
+    """A plan that runs beside a move without holding the robot still (behaviors/bimanual_nodes.move_while_planning)
+    is passed over: the step is the move's."""
+    search = _Scripted("search quicker hold", ["planning"] * 10)
+    search.holds_still = False
+    move = _Scripted("reach above backrest", ["moving"] * 10)
+    root = py_trees.composites.Parallel("reach", policy=py_trees.common.ParallelPolicy.SuccessOnSelected([move]),
+                                        children=[search, move])
+    py_trees.trees.BehaviourTree(root).tick()
+    assert search.status == Status.RUNNING
+    assert working_tip(root).name == "reach above backrest"
