@@ -17,6 +17,7 @@ from py_trees.common import ParallelPolicy, Status
 from handleit.control.actions import world_to_base_velocity
 from handleit.perception.handle_grasps import flipped_grasp_pose
 from handleit.planning.whole_body_ik import rotation_angle_rad
+from handleit.poses import rotation_of_yaw
 from handleit.types import Observation
 
 from .common import BASE_VELOCITY_LAG_S, FINGER_GAP_EMPTY_M, JointReference, ProgressWatch, Skill, Tools, finger_gap_m
@@ -179,15 +180,11 @@ def nearest_flip(obs: Observation, options: list[dict[str, np.ndarray]], heading
     yaw_now = math.atan2(obs.X_WB[1, 0], obs.X_WB[0, 0])
     yaw = yaw_now if heading_rad is None else heading_rad
 
-    def Rz(a: float) -> np.ndarray:
-        c, s = math.cos(a), math.sin(a)
-        return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
     def turn_rad(option) -> float:
         total = 0.0
         for side, X in option.items():
-            R_now = Rz(yaw_now).T @ obs.X_WT[side][:3, :3]
-            R_goal = Rz(yaw).T @ X[:3, :3]
+            R_now = rotation_of_yaw(yaw_now).T @ obs.X_WT[side][:3, :3]
+            R_goal = rotation_of_yaw(yaw).T @ X[:3, :3]
             z = R_goal[:, 2]  # the turn about the approach: the hand's x axis and the goal's, across it
             x_now = R_now[:, 0] - (R_now[:, 0] @ z) * z
             total += abs(math.atan2(float(np.cross(x_now, R_goal[:, 0]) @ z), float(x_now @ R_goal[:, 0])))
@@ -223,6 +220,8 @@ def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregras
     ("all flips") or only the flip nearest the hands' turn (:func:`nearest_flip`, "nearest flip": 6-7 IK solves
     instead of 29-41 for the bucket, the same hold on test seeds 0-9; it misses the chair's best hold by 0.19 s,
     whose provisional plan takes every flip: 24 solves, the same hold; benchmarks/hold_plan_cost.py)."""
+    if provisional is not None and provisional not in PROVISIONAL_PLANS:
+        raise ValueError(f"provisional plan {provisional!r} is none of {PROVISIONAL_PLANS}")
     yaw = tools.base_index[2]
     move = None if move_W is None else np.asarray(move_W, dtype=float)[:2]
     direction = math.atan2(move[1], move[0]) if move is not None and np.linalg.norm(move) > 1e-3 else None
@@ -238,8 +237,6 @@ def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregras
             weights = [{**w, "base_rotation": heading_weight} for w in weight_options]
         options = goals_facing(heading)
         if provisional is not None:
-            if provisional not in PROVISIONAL_PLANS:
-                raise ValueError(f"provisional plan {provisional!r} is none of {PROVISIONAL_PLANS}")
             options = [nearest_flip(obs, options, heading)] if provisional == "nearest flip" else options
             weights = weights[:1]
         try:
@@ -271,8 +268,10 @@ class HoldPlanStages:
 
     ``stage``:
     - "full": the whole search (:func:`quickest_hold_for_move`), in lockstep and in real time;
-    - "provisional": in real time a quick first plan (``provisional=True``: 3-6 IK solves) that the robot starts
-      on; in lockstep the full search, so that lockstep episodes are what they were;
+    - "provisional": in real time a quick first plan (:func:`quickest_hold_for_move`'s ``provisional``, which
+      candidates per ``provisional_search``: 17-24 IK solves for the chair's "all flips", 6-7 for the bucket's
+      "nearest flip") that the robot starts on; in lockstep the full search, so that lockstep episodes are what
+      they were;
     - "search": in real time the full search in the background, beside the move toward the provisional hold (a
       Parallel), commanding nothing (``holds_still`` False); its hold replaces the provisional one on the
       blackboard when it is quicker from where the robot is then (:data:`HOLD_SWITCH_MARGIN_S`). A search that

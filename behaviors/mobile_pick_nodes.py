@@ -41,6 +41,7 @@ from handleit.perception.place_targets import (
 )
 from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
 from handleit.planning.base_routes import route_around_rectangles, segment_hits_rectangle
+from handleit.poses import rotation_of_yaw
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
@@ -94,11 +95,6 @@ def _up(X: np.ndarray, dz_m: float) -> np.ndarray:
     X = X.copy()
     X[2, 3] += dz_m
     return X
-
-
-def _rot_z(yaw: float) -> np.ndarray:
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
 def _mask(obs: Observation, name: str) -> np.ndarray:
@@ -596,7 +592,7 @@ class PlanPlace(BackgroundPlanning, Skill):
         starts = wrist_roll_starts(tools, obs.qpos)
         why = "no carry yaw"
         for yaw in CARRY_YAWS_RAD:
-            R = _rot_z(yaw) @ X_WT[:3, :3]
+            R = rotation_of_yaw(yaw) @ X_WT[:3, :3]
             pts = points_G @ R.T  # the object's points about the tool centre, world-aligned
             if self.where == "inside":
                 footprint = np.array([np.ptp(pts @ interior.outward_W), np.ptp(pts @ interior.lateral_W)])

@@ -33,6 +33,7 @@ from handleit.perception.tabletop_objects import (
     estimate_tabletop_object,
     top_down_grasps,
 )
+from handleit.poses import rotation_of_yaw
 from handleit.types import Observation, RobotModel
 
 from .background import BackgroundPlanning
@@ -438,7 +439,7 @@ class PlanCarry(Skill):
         goal_W = self.bb.goal_W
         why = ""
         for yaw in CARRY_YAWS_RAD:
-            Rz = _rot_z(yaw)
+            Rz = rotation_of_yaw(yaw)
             X_goal = np.eye(4)
             X_goal[:3, :3] = Rz @ X_WT[:3, :3]
             X_goal[:3, 3] = goal_W + X_goal[:3, :3] @ offset_T
@@ -463,11 +464,6 @@ class PlanCarry(Skill):
                 self.feedback_message = f"tool centre to {np.round(X_goal[:3, 3], 3)} (turned {math.degrees(yaw):.0f} deg)"
                 return Status.SUCCESS
         return self.fail(f"no IK for the goal at {np.round(goal_W, 3)} ({why})")
-
-
-def _rot_z(yaw: float) -> np.ndarray:
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
 # ----------------------------------------------------------------------------------------------------

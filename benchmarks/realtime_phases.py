@@ -79,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("records", nargs="+")
     parser.add_argument("--task")
-    parser.add_argument("--perturb", help="only records with this perturbation text")
+    parser.add_argument("--perturb", help="only records with this perturbation text, and the lockstep ones")
     parser.add_argument("--top", type=int, default=12, help="nodes shown per episode")
     parser.add_argument("--compare", action="store_true",
                         help="steps added per node against the lockstep run of the same seed")

@@ -71,6 +71,12 @@ def matrix_to_pose7(X: np.ndarray) -> np.ndarray:
     return np.concatenate([X[:3, 3], quaternion_of_rotation(X[:3, :3])])
 
 
+def rotation_of_yaw(yaw_rad: float) -> np.ndarray:
+    """3x3 rotation by ``yaw_rad`` about the z axis."""
+    c, s = math.cos(yaw_rad), math.sin(yaw_rad)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
 def quaternion_of_yaw(yaw_rad: float) -> np.ndarray:
     """(w, x, y, z) of a turn by ``yaw_rad`` about the z axis."""
     return np.array([math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2)])

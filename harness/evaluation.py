@@ -222,8 +222,9 @@ class _EpisodeRunner:
                 record.diagnostics = solver.diagnostics()
             if handoff_truth:
                 record.diagnostics["handoff_truth"] = handoff_truth
-            if phases.phases():
-                record.diagnostics["phases"] = phases.phases()
+            kept = phases.phases()
+            if kept:
+                record.diagnostics["phases"] = kept
         except Exception:  # one bad episode must not end the run: record it and go on
             record.error = traceback.format_exc(limit=8)
             record.failed_node = record.failed_node or "error"
