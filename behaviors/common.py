@@ -298,6 +298,13 @@ def wrist_roll_starts(tools: Tools, q: np.ndarray, rolls_rad: tuple[float, ...] 
     return starts
 
 
+def ik_base_held(tools: Tools, q: np.ndarray, X_WG: np.ndarray):
+    """IK for the tree's hand at ``X_WG`` with the base where it stands (x, y and heading held, the torso free),
+    from ``q`` and from ``q`` with the wrist rolled (:func:`wrist_roll_starts`): a planning.whole_body_ik.IKResult."""
+    return tools.ik.solve(q, {tools.side: X_WG}, fixed_joints=tools.model.base_joint_names[:3],
+                          initial_guesses=wrist_roll_starts(tools, q))
+
+
 def finger_gap_m(obs: Observation, tools: Tools, side: str | None = None) -> float:
     """Distance between the two fingers of a gripper (m, the sum of its finger joints); ``side`` defaults to
     the tree's arm."""

@@ -45,7 +45,7 @@ from handleit.poses import rotation_of_yaw
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, wrist_roll_starts
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, ik_base_held, wrist_roll_starts
 
 MIN_OBJECT_POINTS = 10  # fewer object points than this: not seen
 MIN_ENTITY_POINTS = 30  # a table or drawer seen with fewer points is not seen
@@ -398,8 +398,7 @@ class PlanTuck(Skill):
         X_tuck = X_WT.copy()
         X_tuck[:2, 3] = obs.X_WB[:2, 3] + obs.X_WB[:2, :2] @ np.asarray(TUCK_B_M)
         X_tuck[2, 3] = max(X_WT[2, 3], 0.5)
-        result = tools.ik.solve(obs.qpos, {tools.side: X_tuck}, fixed_joints=tools.model.base_joint_names[:3],
-                                initial_guesses=wrist_roll_starts(tools, obs.qpos))
+        result = ik_base_held(tools, obs.qpos, X_tuck)
         if not result.success:
             return self.fail(f"no IK for the tuck: {result.message}")
         self.bb.q_tuck = result.q
@@ -748,8 +747,7 @@ class ReplanArmFromBase(Skill):
         if X_above is None or X_release is None:
             return self.fail("no planned place poses to reach")
         base = tools.model.base_joint_names[:3]
-        above = tools.ik.solve(obs.qpos, {tools.side: X_above}, fixed_joints=base,
-                               initial_guesses=wrist_roll_starts(tools, obs.qpos))
+        above = ik_base_held(tools, obs.qpos, X_above)
         if not above.success:
             return self.fail(f"above, the base where it stands: {above.message}")
         release = tools.ik.solve(above.q, {tools.side: X_release}, fixed_joints=base)

@@ -47,7 +47,7 @@ from .cabinet_nodes import PULL_RAMP_STEPS, HandleInGripper, MakingProgress, Pul
 from .cabinet_trees import MAX_ATTEMPTS, grasp_steps
 from .cabinet_front_nodes import GoToCabinetFront
 from .cloud_stall import CloudStallTracker
-from .common import OperateGripper, Skill, StepTimeout, Tools, wrist_roll_starts
+from .common import OperateGripper, Skill, StepTimeout, Tools, ik_base_held
 from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints, PlanTuck
 from .mobile_pick_trees import create_pick_tree, create_place_tree
 from .pick_nodes import seconds_to_steps
@@ -267,8 +267,7 @@ class PlanBackOff(Skill):
         X_WT = obs.X_WT[tools.side]
         X_back = X_WT.copy()
         X_back[:3, 3] -= BACK_OFF_M * X_WT[:3, 2]
-        result = tools.ik.solve(obs.qpos, {tools.side: X_back}, fixed_joints=tools.model.base_joint_names[:3],
-                                initial_guesses=wrist_roll_starts(tools, obs.qpos))
+        result = ik_base_held(tools, obs.qpos, X_back)
         if not result.success:
             return self.fail(f"no IK for the back-off: {result.message}")
         self.bb.q_back_off = result.q
