@@ -326,6 +326,23 @@ def run_training(make_trainer: Callable[[], TrainerBase], log: TrainLog | None =
         return trainer.result(log, evaluations)
 
 
+def measure_steps_per_s(trainer: TrainerBase, seconds: float, warmup_steps: int = 5,
+                        clock: Callable[[], float] = time.perf_counter) -> tuple[int, float]:
+    """The gradient steps per second of ``trainer``: ``warmup_steps`` untimed steps first (the first steps on a GPU
+    load its kernels and fill its allocator), then steps until ``seconds`` have passed (at least one). Returns
+    (timed steps, steps per second). The steps are spent on ``trainer``: train with a fresh one, built with the step
+    count that this rate gives for a budget of wall time (``benchmarks/train_budget.py``)."""
+    for _ in range(warmup_steps):
+        trainer.step()
+    start = clock()
+    steps = 0
+    while steps == 0 or clock() - start < seconds:
+        trainer.step()
+        steps += 1
+    elapsed = clock() - start
+    return steps, steps / elapsed if elapsed > 0 else float("inf")
+
+
 def _check_resumable(out: Path, state: dict | None, trainer: TrainerBase, data_path: str) -> None:
     if state is None:
         raise ValueError(f"{out} holds no training state (a checkpoint written before issue 18, or not by "

@@ -13,6 +13,7 @@ import numpy as np
 import handleit.envs
 from handleit.blas_threads import single_blas_thread
 from handleit.harness.baseline_commands import add_commands as add_baseline_commands
+from handleit.harness.compact_demos import add_commands as add_compact_demos_commands
 from handleit.harness.convert_demos import add_commands as add_convert_demos_commands
 from handleit.harness.demos import add_commands as add_demo_commands
 from handleit.harness.executor import ExecutorError, add_executor_arguments, backend_of_args, close_backend
@@ -189,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ev.set_defaults(func=_eval)
     # The learned grasp scorer's tools: `grasp-data` (physical trials -> .npz) and `train-grasp-scorer`.
     add_grasp_data_commands(sub)
-    # Demonstrations for the learned baselines: `demos` (record the trees) and `convert-demos` (controllers).
+    # Demonstrations for the learned baselines: `demos` (record the trees), `convert-demos` (controllers) and
+    # `compact-demos` (a smaller copy that training reads unchanged).
     add_demo_commands(sub)
     add_convert_demos_commands(sub)
+    add_compact_demos_commands(sub)
     # Learned baselines: `train` (BC, TD3+BC on demonstrations) and `compare` (the success table of solvers).
     add_baseline_commands(sub)
     add_ros_commands(sub)  # `serve-ros`, `run-ros` (ROS bridge)

@@ -28,9 +28,11 @@ TINY = NetworkConfig(point_mlp=(16, 32), state_mlp=(16,), head_mlp=(32,), num_po
                      steps=100, lr=3e-3)
 
 
-def write_synthetic_demos(out: Path, trajectories: int = 4, steps: int = 12, points: int = 64, seed: int = 0) -> Path:
+def write_synthetic_demos(out: Path, trajectories: int = 4, steps: int = 12, points: int = 64, seed: int = 0,
+                          terminal_labels: bool = False) -> Path:
     """A tiny demonstration file written by the recorder's own writer (``harness/demos.py``). The
-    demonstrated action is a smooth function of the joint positions, so that a policy can learn it."""
+    demonstrated action is a smooth function of the joint positions, so that a policy can learn it;
+    ``terminal_labels``: each episode stores the expert's action at its last observation too."""
     rng = np.random.default_rng(seed)
     env_info = {"env_id": "handleit/PickCube-v0", "task": "PickCube", "control_mode": "normalized_joint_vel",
                 "max_episode_steps": steps, "points": points, "action_dim": DOF, "source": None,
@@ -46,6 +48,8 @@ def write_synthetic_demos(out: Path, trajectories: int = 4, steps: int = 12, poi
                 last = t == steps - 1
                 episode.add_step(0.8 * np.tanh(2 * qpos[t]), float(last), last, last, False,
                                  _synthetic_obs(qpos[t + 1], points, rng))
+            if terminal_labels:
+                episode.terminal_action = 0.8 * np.tanh(2 * qpos[steps])
             writer.append(write_part_file(writer.parts_dir / f"{i}.h5", episode))
     return writer.h5_path
 
