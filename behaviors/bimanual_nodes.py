@@ -280,7 +280,9 @@ class HoldPlanStages:
     The node's snapshot holds ``"provisional"`` (:meth:`provisional_argument`: in the snapshot, not read from the
     node in ``plan``, since the planning worker keeps the copy of the node it was sent at warm-up); its ``plan``
     passes it on and returns ``("hold", (percept, q_grasp, goals, q_pregrasp, pregrasp goals, summary, move_W))``
-    or ``("fail", why)``; ``apply`` hands a "search" result to :meth:`apply_search`."""
+    or ``("fail", why)``. :meth:`apply` hands a "search" result to :meth:`apply_search`, fails on "fail", and
+    passes any other result to the node's own ``apply_plan(kind, value)``, which writes it (with
+    :meth:`write_hold`)."""
 
     stage: str = "full"
     provisional_search: str = "all flips"  # quickest_hold_for_move's ``provisional``: which candidates a first plan tries
@@ -306,6 +308,19 @@ class HoldPlanStages:
         self.provisional_plan = self.stage == "provisional" and realtime
         return super().update()
 
+    def apply(self, result: tuple[str, object]) -> Status:
+        if self.stage == "search":
+            return self.apply_search(result)
+        kind, value = result
+        if kind == "fail":
+            return self.fail(value)
+        return self.apply_plan(kind, value)
+
+    def write_hold(self, q_grasp, goals, q_pregrasp, pre_goals) -> None:
+        """The hold the moves go to: the grasp and pregrasp configurations and their tool goals (side -> X_WG)."""
+        self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
+        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, pre_goals
+
     def apply_search(self, result: tuple[str, object]) -> Status:
         """The full search's hold, if quicker from where the robot is than the hold it follows."""
         kind, value = result
@@ -317,8 +332,7 @@ class HoldPlanStages:
         t_found = hold_time_s(self.tools, q_now, q_pregrasp, q_grasp, move)
         t_followed = hold_time_s(self.tools, q_now, self.bb.q_pregrasp, self.bb.q_grasp, move)
         if t_found < t_followed - HOLD_SWITCH_MARGIN_S:
-            self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
-            self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, pre_goals
+            self.write_hold(q_grasp, goals, q_pregrasp, pre_goals)
             self.feedback_message = f"switched to the searched hold: {t_found:.2f} s from here, not {t_followed:.2f} s"
         else:
             self.feedback_message = f"kept the provisional hold: {t_followed:.2f} s from here ({t_found:.2f} s searched)"

@@ -265,15 +265,9 @@ class PlanBucketHold(HoldPlanStages, BackgroundPlanning, Skill):
             return "fail", f"IK failed for the {self.kind} hold: {e}"
         return "hold", (rim, grasp.q, goals, pre.q, pre_goals, summary, carry)
 
-    def apply(self, result: tuple[str, object]) -> Status:
-        if self.stage == "search":
-            return self.apply_search(result)
-        kind, value = result
-        if kind == "fail":
-            return self.fail(value)
+    def apply_plan(self, kind: str, value) -> Status:
         rim, q_grasp, goals, q_pregrasp, pre_goals, summary, _ = value
-        self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
-        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, pre_goals
+        self.write_hold(q_grasp, goals, q_pregrasp, pre_goals)
         # Fingers pre-shaped around the rim on the way (closing then takes a few steps); closed for a hug.
         self.bb.preshape_opening_m = (min(rim.thickness_m + PRESHAPE_MARGIN_M, self.tools.model.gripper_max_opening_m)
                                       if self.kind == "rim" else None)

@@ -192,18 +192,12 @@ class PlanBackrestHold(HoldPlanStages, BackgroundPlanning, Skill):
             return "fail", f"IK failed: {e}"
         return "hold", (backrest, grasp.q, goals, pre.q, above, summary, push)
 
-    def apply(self, result: tuple[str, object]) -> Status:
-        if self.stage == "search":
-            return self.apply_search(result)
-        kind, value = result
-        if kind == "fail":
-            return self.fail(value)
+    def apply_plan(self, kind: str, value) -> Status:
         if kind == "refined":
             self.bb.q_grasp, self.bb.X_WG_grasp, self.feedback_message = value
             return Status.SUCCESS
         backrest, q_grasp, goals, q_pregrasp, above, summary, _ = value
-        self.bb.q_grasp, self.bb.X_WG_grasp = q_grasp, goals
-        self.bb.q_pregrasp, self.bb.X_WG_pregrasp = q_pregrasp, above
+        self.write_hold(q_grasp, goals, q_pregrasp, above)
         self.bb.preshape_opening_m = min(backrest.thickness_m + PRESHAPE_MARGIN_M,
                                          self.tools.model.gripper_max_opening_m)
         self.feedback_message = (f"{'provisional ' if self.provisional_plan else ''}hold planned, top "

@@ -53,12 +53,9 @@ class _ScriptedHoldPlan(HoldPlanStages, BackgroundPlanning, Skill):
         assert self.release.wait(30)
         return self.result
 
-    def apply(self, result):
-        if self.stage == "search":
-            return self.apply_search(result)
-        _, q_grasp, goals, q_pregrasp, pre_goals, _, _ = result[1]
-        self.bb.q_grasp, self.bb.X_WG_grasp, self.bb.q_pregrasp, self.bb.X_WG_pregrasp = (
-            q_grasp, goals, q_pregrasp, pre_goals)
+    def apply_plan(self, kind, value):
+        _, q_grasp, goals, q_pregrasp, pre_goals, _, _ = value
+        self.write_hold(q_grasp, goals, q_pregrasp, pre_goals)
         return Status.SUCCESS
 
 
