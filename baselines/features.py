@@ -118,8 +118,9 @@ def batch_features(
         xyz_W, rgb, masks = xyz_W[rows, index], rgb[rows, index], masks[rows, index]
 
     R_WF, p_WF = _frame(spec, base_pose, tcp_pose)
-    # p_F = R_WF^T (p_W - p_WF), for every point of every step.
-    xyz_F = np.einsum("bji,bnj->bni", R_WF, xyz_W - p_WF[:, None, :])
+    # p_F = R_WF^T (p_W - p_WF) for every point of every step; as rows, (p_W - p_WF)^T R_WF: a batched matmul
+    # (BLAS), about 10x faster than the same einsum on [256, 1200, 3].
+    xyz_F = np.matmul(xyz_W - p_WF[:, None, :], R_WF)
     channels = [xyz_F, rgb.astype(np.float64) / 255.0, masks.astype(np.float64)]
     state = state_features(spec, qpos, qvel, base_pose, tcp_pose, goal_W)
     if spec.goal_cue_points:
@@ -169,7 +170,7 @@ def arrays_of_demo_obs(obs: dict, mask_names: tuple[str, ...], frame: str = "wor
     xyz = np.asarray(pc["xyz"], dtype=np.float64)
     if frame == "base":
         X_WB = pose7_to_matrix(agent["base_pose"], normalize=True)
-        xyz = np.einsum("bij,bnj->bni", X_WB[:, :3, :3], xyz) + X_WB[:, None, :3, 3]
+        xyz = np.matmul(xyz, np.swapaxes(X_WB[:, :3, :3], 1, 2)) + X_WB[:, None, :3, 3]
     elif frame != "world":
         raise ValueError(f"points are in frame {frame!r}; expected 'world' or 'base'")
     masks = (np.stack([np.asarray(pc[m], dtype=np.uint8) for m in mask_names], -1) if mask_names

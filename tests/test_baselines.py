@@ -13,7 +13,7 @@ import torch
 from handleit.baselines.bc import train_bc
 from handleit.baselines.checkpoint import load_checkpoint
 from handleit.baselines.dataset import load_demo_data
-from handleit.baselines.features import FeatureSpec, batch_features
+from handleit.baselines.features import FeatureSpec, arrays_of_demo_obs, batch_features
 from handleit.baselines.networks import CONFIGS, NetworkConfig, PointNetTransformerEncoder
 from handleit.baselines.td3bc import train_td3bc
 from handleit.baselines.training import TrainLog
@@ -93,6 +93,31 @@ def test_features_put_points_and_goal_in_the_chosen_frame():
     assert np.all(cues[:, -1] == 1) and np.all(np.linalg.norm(cues[:, :3] - [0, 0, 2.0], axis=1) <= 0.0251)
     X = pose7_to_matrix(base[0], normalize=True)
     np.testing.assert_allclose(X[:3, 0], [0, 1, 0], atol=1e-9)
+
+
+def test_points_in_the_frame_match_the_per_point_formula_for_random_poses():
+    """The batched transform (a matmul) against p_F = R_WF^T (p_W - p_WF) point by point, both frames, and the
+    base-frame points of a demonstration turned to the world and back."""
+    rng = np.random.default_rng(3)
+    B, N = 4, 50
+    quat = rng.normal(size=(B, 4))
+    quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+    base = np.concatenate([rng.uniform(-1, 1, (B, 3)), quat], axis=1)
+    tcp = np.concatenate([rng.uniform(-1, 1, (B, 3)), quat[::-1]], axis=1)
+    xyz_W = rng.uniform(-2, 2, (B, N, 3))
+    for frame, pose in (("base", base), ("tcp", tcp)):
+        spec = FeatureSpec((), dof=1, has_goal=False, num_points=N, point_frame=frame)
+        points, _ = batch_features(spec, xyz_W, np.zeros((B, N, 3), np.uint8), np.zeros((B, N, 0)), np.zeros((B, 1)),
+                                   np.zeros((B, 1)), base, tcp, None, rng)
+        for b in range(B):
+            X = pose7_to_matrix(pose[b], normalize=True)
+            expected = (xyz_W[b] - X[:3, 3]) @ X[:3, :3]  # rows: (R^T (p - t))^T
+            np.testing.assert_allclose(points[b, :, :3], expected, atol=1e-5)
+    X_WB = pose7_to_matrix(base, normalize=True)
+    xyz_B = np.stack([(xyz_W[b] - X_WB[b, :3, 3]) @ X_WB[b, :3, :3] for b in range(B)])
+    obs = {"pointcloud": {"xyz": xyz_B, "rgb": np.zeros((B, N, 3), np.uint8)},
+           "agent": {"qpos": np.zeros((B, 1)), "qvel": np.zeros((B, 1)), "base_pose": base, "tcp_pose": tcp}}
+    np.testing.assert_allclose(arrays_of_demo_obs(obs, (), frame="base")["xyz_W"], xyz_W, atol=1e-9)
 
 
 def test_transformer_encoder_ignores_empty_groups():
