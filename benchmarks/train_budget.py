@@ -15,7 +15,7 @@
    ``<algo>.curve.csv`` and ``<algo>-extras.tar`` (the curve plot, the snapshots, ``<algo>-summary.json``).
 
 SIGTERM or SIGINT (e.g. ``timeout``) stops the run after the current step with its checkpoint written, and
-the export still happens. Example (the issue-18 GPU run, docs/issue18-gpu-section.md)::
+the export still happens. Example (the issue-18 GPU run, docs/benchmarks.md)::
 
     python benchmarks/train_budget.py --algo bc --data .gpu-data/demos/OpenCabinetDrawer.h5 --config gpu_large \\
         --set lr=1e-3 --set num_points=384 --budget-s 400 --out /tmp/run/bc.pt --export $OUT --snapshots 3
