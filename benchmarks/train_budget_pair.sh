@@ -5,7 +5,7 @@
 #   DATA=.gpu-data/demos/OpenCabinetDrawer.h5 POINTS=320 BUDGET=380 OUT=/tmp/out \
 #       PYTHONPATH=.gpu-data/pkg bash benchmarks/train_budget_pair.sh [extra train_budget.py arguments]
 #
-# The issue-18 GPU run (docs/issue18-gpu-section.md) ran it from a folder that held this script, train_budget.py
+# The issue-18 GPU run (docs/benchmarks.md) ran it from a folder that held this script, train_budget.py
 # and the handleit package laid out for PYTHONPATH (SCRIPT_DIR below). gpu_large; BC at lr 1e-3 (the pipeline
 # check's), TD3+BC at the config's 3e-4. Each run is stopped by SIGTERM (timeout) BUDGET + 120 s after its start
 # if the probe's step count overruns: it then exports what it has.
