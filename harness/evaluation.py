@@ -42,6 +42,7 @@ from handleit.envs import model_ids
 from handleit.envs.object_models import episode_target, model_urdfs, object_targets
 from handleit.envs.sensor_model import parse_perturbation
 from handleit.harness.executor import Backend, LocalProcesses, RayCluster
+from handleit.harness.machine_info import cpu_description
 from handleit.harness.ms3_adapter import ManiSkill3Robot, episode_seeds, make_env, ms3_env_id
 from handleit.harness.realtime_sim import RealtimeEpisodes, split_perturbation
 from handleit.harness.tree_phases import PhaseTracker
@@ -112,6 +113,7 @@ class EpisodeRecord:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     segmenter: str = "simulator"
     perturb: str = ""
+    machine: str = ""  # the CPU that ran it (harness/machine_info.py): lockstep repeats on one machine, not across
     # The episode's video (mp4 bytes) on its way from the worker, wherever it ran, to the driver, which writes it
     # to the spec's video path; never written into the records file.
     video_mp4: bytes | None = field(default=None, repr=False)
@@ -166,7 +168,7 @@ class _EpisodeRunner:
 
     def run(self, spec: EpisodeSpec) -> EpisodeRecord:
         record = EpisodeRecord(spec.task, spec.split, spec.solver, spec.max_steps, spec.seed, spec.model_id,
-                               spec.index, segmenter=spec.segmenter, perturb=spec.perturb)
+                               spec.index, segmenter=spec.segmenter, perturb=spec.perturb, machine=cpu_description())
         start = time.perf_counter()
         frames = []
         robot = None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from handleit.harness.evaluation import EpisodeRecord, episode_specs, run_episodes, summarize
+from handleit.harness.machine_info import cpu_description
 
 
 def _specs(solver, n=1, seed=0, split="test"):
@@ -54,6 +55,7 @@ def test_videos_come_back_to_the_driver_and_stay_out_of_the_records(tmp_path):
     path = tmp_path / "records.jsonl"
     records = run_episodes(specs, path, workers=1, progress=False)
     assert all(r.error is None and r.video_mp4 is None for r in records)
+    assert all(r.machine == cpu_description() and r.machine for r in records)  # the CPU that ran them
     videos = sorted((tmp_path / "videos").iterdir())
     assert [v.name for v in videos] == [Path(specs[0].video_path).name]
     assert videos[0].read_bytes()[4:8] == b"ftyp"  # an mp4 file
@@ -72,6 +74,18 @@ def test_resume_skips_recorded_episodes(tmp_path):
     records = run_episodes(specs, path, workers=2, resume=True, progress=False)
     assert [r.success for r in records] == [True, True, True]  # nothing re-run
     assert len(path.read_text().splitlines()) == 3
+
+
+def test_records_written_before_the_machine_field_still_load(tmp_path):
+    """Records of earlier runs (docs/records) have no ``machine``: they resume and read as before."""
+    path = tmp_path / "records.jsonl"
+    specs = _specs("idle", 1)
+    old = dataclasses.asdict(EpisodeRecord("OpenCabinetDrawer", "test", "idle", 5, specs[0].seed, specs[0].model_id, 0,
+                                           success=True))
+    del old["machine"], old["video_mp4"]
+    path.write_text(json.dumps(old) + "\n")
+    records = run_episodes(specs, path, workers=1, resume=True, progress=False)
+    assert [(r.success, r.machine) for r in records] == [(True, "")]
 
 
 def test_summary_has_the_shape_of_the_paper_table():
