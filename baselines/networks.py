@@ -97,6 +97,18 @@ class NetworkConfig:
         return replace(self, **values)
 
 
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """Command-line ``--set KEY=VALUE`` strings as the dict :meth:`NetworkConfig.with_overrides` takes; a string
+    without ``=`` or a key ends the command (SystemExit) with a message naming it."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
 CONFIGS: dict[str, NetworkConfig] = {
     # Minutes on 2 CPU cores: a narrow PointNet over 512 of the recorded points.
     "cpu_small": NetworkConfig(point_mlp=(32, 64, 128), state_mlp=(64,), head_mlp=(128, 128), num_points=512,

@@ -21,7 +21,7 @@ import numpy as np
 
 from handleit.baselines.bc import train_bc
 from handleit.baselines.dataset import load_demo_data
-from handleit.baselines.networks import get_config
+from handleit.baselines.networks import get_config, parse_overrides
 from handleit.baselines.training import TrainLog
 from handleit.harness.pipeline_check import policy_on_recorded_observations, replay_demo_actions, roll_out_policy
 
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=200, help="closed-loop episode length")
     parser.add_argument("--out", default="outputs/issue18/overfit")
     args = parser.parse_args()
-    overrides = dict(item.split("=", 1) for item in args.set) | {"steps": str(args.steps)}
+    overrides = parse_overrides(args.set) | {"steps": str(args.steps)}
     cfg = get_config(args.config).with_overrides(overrides)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from handleit.baselines.bc import BCTrainer, train_bc
 from handleit.baselines.checkpoint import export_policy
 from handleit.baselines.curves import curve_paths
 from handleit.baselines.dataset import load_demo_data
-from handleit.baselines.networks import CONFIGS, get_config
+from handleit.baselines.networks import CONFIGS, get_config, parse_overrides
 from handleit.baselines.td3bc import TD3BCTrainer, train_td3bc
 from handleit.baselines.training import TrainingInterrupted, TrainLog, measure_steps_per_s, pick_device
 from handleit.torch_threads import torch_threads
@@ -70,21 +70,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def overrides(items: list[str]) -> dict[str, str]:
-    pairs = [item.partition("=") for item in items]
-    bad = [item for item, (key, sep, _) in zip(items, pairs) if not sep or not key]
-    if bad:
-        raise SystemExit(f"--set expects KEY=VALUE, got {bad}")
-    return {key.strip(): value.strip() for key, _, value in pairs}
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     device = pick_device(args.device)
-    cfg = get_config(args.config).with_overrides(overrides(args.set))
+    settings = parse_overrides(args.set)
+    cfg = get_config(args.config).with_overrides(settings)
     data = load_demo_data(args.data)
-    summary = {"algo": args.algo, "config": args.config, "overrides": overrides(args.set), "device": str(device),
+    summary = {"algo": args.algo, "config": args.config, "overrides": settings, "device": str(device),
                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                "torch": torch.__version__, "data": args.data, "demonstrations": data.trajectories,
                "transitions": len(data), "terminal_labels": data.terminal_labels,

@@ -14,7 +14,7 @@ import torch
 
 from handleit.baselines.bc import BCTrainer
 from handleit.baselines.dataset import load_demo_data
-from handleit.baselines.networks import CONFIGS, get_config
+from handleit.baselines.networks import CONFIGS, get_config, parse_overrides
 from handleit.baselines.td3bc import TD3BCTrainer
 from handleit.baselines.training import measure_steps_per_s, pick_device
 
@@ -30,8 +30,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
-    overrides = dict(item.split("=", 1) for item in args.set)
-    cfg = get_config(args.config).with_overrides({**overrides, "steps": str(10**9)})
+    cfg = get_config(args.config).with_overrides({**parse_overrides(args.set), "steps": str(10**9)})
     device = pick_device(args.device)
     data = load_demo_data(args.data)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

@@ -19,7 +19,7 @@ from pathlib import Path
 from handleit.baselines.bc import train_bc
 from handleit.baselines.curves import curve_paths
 from handleit.baselines.dataset import DemoData, load_demo_data
-from handleit.baselines.networks import CONFIGS, get_config
+from handleit.baselines.networks import CONFIGS, get_config, parse_overrides
 from handleit.baselines.td3bc import train_td3bc
 from handleit.baselines.training import TrainingInterrupted, TrainLog
 from handleit.harness.compare import markdown_table, run_comparison
@@ -80,18 +80,8 @@ def add_commands(subparsers) -> None:
     cmp.set_defaults(func=_compare)
 
 
-def _overrides(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def _train(args: argparse.Namespace) -> int:
-    overrides = _overrides(args.set)
+    overrides = parse_overrides(args.set)
     if args.steps is not None:
         overrides["steps"] = str(args.steps)
     cfg = get_config(args.config).with_overrides(overrides)
