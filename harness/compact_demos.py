@@ -32,7 +32,8 @@ import h5py
 import numpy as np
 
 from handleit.baselines.demo_files import TERMINAL_ACTION_KEY, iter_demos, load_demo_info
-from handleit.harness.demos import DemoFileWriter
+from handleit.baselines.features import subsample_indices
+from handleit.harness.demos import DemoFileWriter, write_part
 
 COMPACT_METHOD = "uniform point subset per observation, sorted by mask channels then x; scale-offset positions; gzip 9"
 
@@ -47,7 +48,7 @@ def compact_points(cloud: dict[str, np.ndarray], mask_names: tuple[str, ...], po
     if points < 1:
         raise ValueError(f"points must be >= 1, got {points}")
     keep = min(points, recorded)
-    index = np.stack([np.sort(rng.choice(recorded, size=keep, replace=False)) for _ in range(steps)])
+    index = np.stack([np.sort(subsample_indices(recorded, keep, rng)) for _ in range(steps)])
     rows = np.arange(steps)[:, None]
     out = {key: np.asarray(value)[rows, index] for key, value in cloud.items()}
     # Sort key: the mask channels as the bits of an integer (masks first), then x within a group.
@@ -61,12 +62,10 @@ def compact_points(cloud: dict[str, np.ndarray], mask_names: tuple[str, ...], po
 def write_compact_episode(path: Path, demo: dict, mask_names: tuple[str, ...], points: int, decimals: int | None,
                           rng: np.random.Generator) -> Path:
     """One demonstration (as :func:`~handleit.baselines.demo_files.iter_demos` yields it) compacted into a part
-    file (group ``traj``) for :meth:`DemoFileWriter.append`, through a temporary name."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    file (group ``traj``) for :meth:`DemoFileWriter.append`, through a temporary name (``write_part``)."""
     cloud = compact_points(demo["obs"]["pointcloud"], mask_names, points, rng)
-    with h5py.File(tmp, "w") as f:
-        group = f.create_group("traj")
+
+    def fill(group: h5py.Group) -> None:
         for key, value in cloud.items():
             options = {"compression": "gzip", "compression_opts": 9, "chunks": value.shape}
             if key == "xyz":
@@ -88,8 +87,8 @@ def write_compact_episode(path: Path, demo: dict, mask_names: tuple[str, ...], p
             group.create_dataset(TERMINAL_ACTION_KEY, data=demo[TERMINAL_ACTION_KEY])
         meta = {k: v for k, v in demo["episode"].items() if k not in ("episode_id", "elapsed_steps")}
         group.attrs["episode"] = json.dumps(meta)
-    tmp.replace(path)
-    return path
+
+    return write_part(path, fill)
 
 
 def compact_demos(src: Path | str, out: Path | str, points: int, decimals: int | None = 3, seed: int = 0,

@@ -100,10 +100,16 @@ class EpisodeData:
 
 def write_part_file(path: Path, episode: EpisodeData) -> Path:
     """Write one episode to ``path`` (group ``traj``) through a temporary name: the file exists only whole."""
+    return write_part(path, episode.write_group)
+
+
+def write_part(path: Path, fill: Callable[[h5py.Group], None]) -> Path:
+    """A part file for :meth:`DemoFileWriter.append`: ``fill`` writes one episode into group ``traj``, through a
+    temporary name, so that the file exists only whole."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with h5py.File(tmp, "w") as f:
-        episode.write_group(f.create_group("traj"))
+        fill(f.create_group("traj"))
     os.replace(tmp, path)
     return path
 
