@@ -390,10 +390,10 @@ class RefineGrasp(BackgroundPlanning, Skill):
         Tried in turn: the arm alone from the planned posture, the arm alone from where the robot stands (at
         the pregrasp), then base and arm (as PlanGrasp, where the arm alone cannot reach). A solution whose arm
         joints leave the planned posture by more than ``REFINE_MAX_ARM_JUMP_RAD``, or whose base moves more than
-        ``REFINE_MAX_BASE_MOVE_M``, is refused: a shift of a few
-        centimetres needs no other arm branch, and the joint-space move to one sweeps the hand around the
-        handle for 100+ steps (the combined perturbation, drawer: 15 of 22 failures on 50 episodes per split
-        moved to the grasp in 50-120 steps against 28 unperturbed; test episode 4 had a 2.3 rad elbow jump)."""
+        ``REFINE_MAX_BASE_MOVE_M``, is refused: a shift of a few centimetres needs no other arm branch, and the
+        joint-space move to one sweeps the hand around the handle for 100+ steps (the combined perturbation,
+        drawer: 15 of 22 failures on 50 episodes per split moved to the grasp in 50-120 steps against 28
+        unperturbed; test episode 4 had a 2.3 rad elbow jump)."""
         tools = self.tools
         base = tools.model.base_joint_names
         tries = ((q_planned, base), (q_now, base), (q_planned, ()))
