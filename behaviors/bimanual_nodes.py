@@ -438,15 +438,25 @@ class MoveBaseHolding(Skill):
     ``independent_height``: the torso rises at its own full speed instead of arriving with the base (a lift
     that must be over before the base reaches an edge); ``delay_key``: a blackboard key holding how long (s)
     the base waits before it starts, the torso already moving. ``gripper_key``: a blackboard key holding the
-    grippers' command (the hold decides it), used instead of ``gripper`` when set."""
+    grippers' command (the hold decides it), used instead of ``gripper`` when set.
+
+    ``lower_key``: a blackboard key holding (travel m, dz m) or None: once the base has gone this far from where
+    it started and the torso has arrived at its height, the torso's goal moves by dz (a set-down begun while the
+    base still moves); the node then writes (0, 0, 0) under ``lowered_key`` (the set-down's own offset, now done
+    here)."""
 
     def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=1.0, settle_mps=0.05,
                  tolerance_m=0.01, ramp_s: float = HELD_RAMP_S, independent_height: bool = False,
-                 delay_key: str | None = None, gripper_key: str | None = None):
-        reads = ("observation", "tick", offset_key) + tuple(k for k in (delay_key, gripper_key) if k)
-        super().__init__(name, tools, reads=reads, writes=("command", "reference"))
+                 delay_key: str | None = None, gripper_key: str | None = None, lower_key: str | None = None,
+                 lowered_key: str | None = None):
+        if (lower_key is None) != (lowered_key is None):
+            raise ValueError("MoveBaseHolding: give lower_key and lowered_key together")
+        reads = ("observation", "tick", offset_key) + tuple(k for k in (delay_key, gripper_key, lower_key) if k)
+        super().__init__(name, tools, reads=reads,
+                         writes=("command", "reference") + ((lowered_key,) if lowered_key else ()))
         self.offset_key, self.gripper, self.delay_key = offset_key, gripper, delay_key
         self.gripper_key = gripper_key
+        self.lower_key, self.lowered_key = lower_key, lowered_key
         self.settle_mps, self.tolerance_m = settle_mps, tolerance_m
         independent = (tools.base_index[3],) if independent_height else ()
         # The base's heading does not change in these moves: its x/y limits are budgeted in its own frame.
@@ -472,7 +482,16 @@ class MoveBaseHolding(Skill):
             delay_s = float(self.bb.get(self.delay_key) or 0.0) if self.delay_key else 0.0
             self.delay_steps = math.ceil(delay_s / tools.model.control_dt_s)
             self.q_start_xy = self.reference.q[[x, y]].copy()
+            self.lower = self.bb.get(self.lower_key) if self.lower_key else None
         self.ticks += 1
+        if self.lower is not None:
+            travel_m, dz = self.lower
+            travelled_m = float(np.linalg.norm(obs.qpos[[x, y]] - self.q_start_xy))
+            lifted = abs(self.reference.q[height] - self.q_target[height]) < 1e-4
+            if travelled_m >= travel_m and lifted:  # over the platform: set down on the way
+                self.q_target[height] = np.clip(self.q_target[height] + dz, *tools.model.joint_limits[height])
+                self.bb.set(self.lowered_key, np.zeros(3))
+                self.lower = None
         q_target = self.q_target
         if self.ticks <= self.delay_steps:  # the base waits where it is
             q_target = q_target.copy()

@@ -17,6 +17,7 @@ from handleit.behaviors.bucket_nodes import (
     RIM_PAD_DEPTH_M,
     hug_hold_poses,
     lift_travel_m,
+    over_platform_travel_m,
     rim_hold_poses,
 )
 from handleit.behaviors.chair_nodes import HOLD_DEPTH_M, MIN_HOLD_SEPARATION_M, backrest_hold_poses
@@ -72,6 +73,24 @@ def test_lift_travel_stops_the_wall_short_of_the_platform_edge():
     assert lift_travel_m(center, -center, radius, None) == 0.0  # platform unseen: lift in place
     assert lift_travel_m(center, -center, radius, top[:0]) == 0.0
     assert lift_travel_m(np.array([0.2, 0.0]), np.array([-0.2, 0.0]), radius, top) == 0.0  # already at the edge
+
+
+def test_set_down_starts_once_the_axis_is_over_the_platform():
+    xs = np.linspace(-0.3, 0.3, 25)
+    top = np.array([[x, y, 0.2] for x in xs for y in xs])  # a 0.6 m square platform top at the origin
+    center = np.array([1.0, 0.0])
+    carry = np.array([-0.9, 0.0])
+    # The edge at x = 0.3: the axis is past it by the margin after 1.0 - 0.3 + margin of travel.
+    assert over_platform_travel_m(center, carry, top) == pytest.approx(0.7 + EDGE_MARGIN_M, abs=1e-6)
+    assert over_platform_travel_m(center, carry, top, margin_m=0.0) == pytest.approx(0.7, abs=1e-6)
+    # A carry that ends before the axis is over the platform: set down after it, not on the way.
+    assert over_platform_travel_m(center, np.array([-0.6, 0.0]), top) is None
+    # Already over it: from the start.
+    assert over_platform_travel_m(np.array([0.1, 0.0]), np.array([-0.1, 0.0]), top) == 0.0
+    # No platform seen, or none on the carry line: set down after the carry.
+    assert over_platform_travel_m(center, carry, None) is None
+    assert over_platform_travel_m(center, carry, top[:0]) is None
+    assert over_platform_travel_m(np.array([1.0, 1.0]), carry, top) is None
 
 
 @pytest.mark.parametrize("chair_yaw", [0.0, 0.5, -1.2])
@@ -169,6 +188,9 @@ def test_move_bucket_by_the_rim_succeeds():
     info, solver = _episode("MoveBucket", seed=0, max_steps=1000, model_id="bucket-train-001")
     assert info["success"], (info, solver.tools.failure_reasons)
     assert solver.bb.hold == "rim"
+    # The carry set the bucket down on its way, once it was over the platform: nothing left for "lower".
+    assert solver.bb.lower_in_carry is not None
+    np.testing.assert_allclose(solver.bb.lower_offset_W, 0.0)
 
 
 def _reference_tools():
