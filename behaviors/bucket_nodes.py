@@ -28,6 +28,7 @@ import numpy as np
 from py_trees.common import Status
 
 from handleit.perception.bucket_rim import ball_points_mask, estimate_bucket_rim, rim_is_pinchable
+from handleit.perception.place_targets import box_top_height_m
 from handleit.types import Observation
 
 from .background import BackgroundPlanning
@@ -125,7 +126,7 @@ class PerceiveBucket(Skill):
         other = obs.points[~robot & ~bucket & (obs.points[:, 2] > FLOOR_CLEARANCE_M)]
         near = np.linalg.norm(other[:, :2] - np.asarray(self.bb.target_xy_W), axis=1) < PLATFORM_SEARCH_RADIUS_M
         if near.sum() >= 20:
-            top = float(np.percentile(other[near, 2], 95))
+            top = box_top_height_m(other[near, 2])
             self.bb.platform_top_z_m = top
             self.bb.platform_points_W = other[near & (other[:, 2] > top - PLATFORM_TOP_BAND_M)]
         if len(points) < MIN_BUCKET_POINTS:

@@ -19,6 +19,8 @@ from .point_cloud import as_points
 from .tabletop_objects import min_area_rectangle
 
 MIN_TABLE_POINTS = 30  # fewer table-top points than this: no plane
+BOX_TOP_LAYER_M = 0.01  # the layers a box's top face is looked for in
+BOX_TOP_WINDOW_M = 0.015  # the top face's points: this close to its densest layer
 TABLE_TOP_BAND_M = 0.015  # points this close below the highest dense layer are the top (a box table's sides are not)
 MIN_DRAWER_FLOOR_POINTS = 20  # fewer floor points: the drawer's inside is not seen (closed, or out of view)
 DRAWER_FRONT_DEPTH_M = 0.03  # the front panel's thickness and its reveal: points this close to the front are the front
@@ -63,6 +65,27 @@ class DrawerInterior:
     def fits(self, footprint_m: np.ndarray, margin_m: float = 0.01) -> bool:
         """Whether a footprint (sizes along outward and lateral, m) fits inside with ``margin_m`` each side."""
         return bool(np.all(np.asarray(footprint_m) + 2 * margin_m <= self.size_m))
+
+
+def box_top_height_m(z_values, layer_m: float = BOX_TOP_LAYER_M, window_m: float = BOX_TOP_WINDOW_M) -> float:
+    """The height (m) of a box's top face from the heights of its seen points, top and sides together, under
+    depth noise: the densest ``layer_m`` layer (the sides spread their points evenly over their height, the top
+    gathers its points at one height, spread only by the noise), then the median height of the points within
+    ``window_m`` of that layer. A high percentile of the heights, the top otherwise, lies above the top by about
+    one noise deviation: 2 cm for a box 1.7 m from a camera with 5 mm of noise at 1 m, by which a bucket was
+    set down 3 cm above the MoveBucket platform and dropped."""
+    z = np.asarray(z_values, dtype=np.float64).reshape(-1)
+    z = z[np.isfinite(z)]
+    if len(z) == 0:
+        raise PlaceTargetError("box top: no points")
+    edges = np.arange(z.min(), z.max() + layer_m, layer_m)
+    if len(edges) < 2:
+        return float(np.median(z))
+    counts, edges = np.histogram(z, bins=edges)
+    densest = int(np.argmax(counts[::-1]))  # the highest of equally dense layers
+    layer = len(counts) - 1 - densest
+    centre = 0.5 * (edges[layer] + edges[layer + 1])
+    return float(np.median(z[np.abs(z - centre) <= window_m]))
 
 
 def estimate_table_top(table_points_W, band_m: float = TABLE_TOP_BAND_M,
