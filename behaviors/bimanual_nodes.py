@@ -466,6 +466,7 @@ class MoveBaseHolding(Skill):
     def initialise(self):
         self.q_target = None
         self.ticks = 0
+        self.lower = None  # (travel m, dz m) until the set-down on the way has begun; read at the first tick
 
     def update(self):
         obs: Observation = self.bb.observation

@@ -291,20 +291,30 @@ def carry_offset_xy(rim, target_xy_W) -> np.ndarray:
     return to_target * (max(distance - CARRY_STOP_SHORT_M, 0.0) / max(distance, 1e-9))
 
 
+def _carry_line_coordinates(center_xy, carry_xy, points_W):
+    """(carry length m, each point's distance along the carry line from ``center_xy``, and across it) of the
+    points' xy, or None without points or without a carry."""
+    distance = float(np.linalg.norm(carry_xy))
+    if points_W is None or len(points_W) == 0 or distance < 1e-6:
+        return None
+    u = np.asarray(carry_xy, dtype=float) / distance
+    rel = np.asarray(points_W)[:, :2] - np.asarray(center_xy)[:2]
+    return distance, rel @ u, np.abs(rel @ np.array([-u[1], u[0]]))
+
+
 def over_platform_travel_m(center_xy, carry_xy, platform_points_W, margin_m: float = EDGE_MARGIN_M) -> float | None:
     """How far (m) the bucket travels along the carry line ``carry_xy`` before its axis is ``margin_m`` past the
     platform's near edge (the nearest seen platform-top point within ``PLATFORM_LINE_BAND_M`` of the line):
     from there its bottom may go down to just above the top while the base still moves. None when no platform
     point lies on the line or the carry ends before."""
-    distance = float(np.linalg.norm(carry_xy))
-    if platform_points_W is None or len(platform_points_W) == 0 or distance < 1e-6:
+    line = _carry_line_coordinates(center_xy, carry_xy, platform_points_W)
+    if line is None:
         return None
-    u = np.asarray(carry_xy, dtype=float) / distance
-    rel = np.asarray(platform_points_W)[:, :2] - np.asarray(center_xy)[:2]
-    on_line = np.abs(rel @ np.array([-u[1], u[0]])) < PLATFORM_LINE_BAND_M
+    distance, along, across = line
+    on_line = across < PLATFORM_LINE_BAND_M
     if not on_line.any():
         return None
-    travel = float(np.min(rel[on_line] @ u)) + margin_m
+    travel = float(np.min(along[on_line])) + margin_m
     return max(travel, 0.0) if travel <= distance else None
 
 
@@ -312,13 +322,10 @@ def lift_travel_m(center_xy, carry_xy, radius_m: float, platform_points_W) -> fl
     """How far (m) the bucket may travel toward the platform while it is still being lifted: until its wall
     (``radius_m`` around ``center_xy``) comes within ``EDGE_MARGIN_M`` of a seen platform-top point along the
     carry line ``carry_xy``; 0 without platform points, never more than the carry itself."""
-    distance = float(np.linalg.norm(carry_xy))
-    if platform_points_W is None or len(platform_points_W) == 0 or distance < 1e-6:
+    line = _carry_line_coordinates(center_xy, carry_xy, platform_points_W)
+    if line is None:
         return 0.0
-    u = np.asarray(carry_xy, dtype=float) / distance
-    rel = np.asarray(platform_points_W)[:, :2] - np.asarray(center_xy)[:2]
-    along = rel @ u
-    across = np.abs(rel @ np.array([-u[1], u[0]]))
+    distance, along, across = line
     reach = radius_m + EDGE_MARGIN_M
     hit = across < reach
     if not hit.any():
