@@ -39,6 +39,11 @@ STALL_RAD = math.radians(1.5)  # turning less than this in STALL_STEPS is standi
 MIN_OPEN_RAD = math.radians(45)  # a door standing still beyond this is taken to be at its stop
 DECOUPLED_RAD = math.radians(12)  # a still door this far behind the hand is no longer held
 MAX_OPENING_RAD = math.radians(130)  # beyond the largest door range: the door's stop ends the swing
+# Once the door has turned HINGE_REFIT_RAD, the hinge where its closed and swung faces meet replaces the estimate
+# from the closed door when the two are more than HINGE_REFIT_M apart: a closed door's extent (and so its hinge)
+# is only as good as its mask, which a marked handle's segmenter guesses (hinge 6 cm off, docs/benchmarks.md).
+HINGE_REFIT_RAD = math.radians(15)
+HINGE_REFIT_M = 0.03
 
 
 def hinge_from_geometry(link_points_W: np.ndarray, handle_W: np.ndarray, front_normal_W: np.ndarray):
@@ -110,6 +115,7 @@ class SwingDoorOpen(Skill):
         self.path_W: list[np.ndarray] = []
         self.angles: list[tuple[float, float, float]] = []  # (cloud stamp s, door rad, hand rad) per new cloud
         self.ik_failures = 0
+        self.hinge_refits = 0
 
     def _door_angle_rad(self, p_W, axis, X_WT) -> float:
         """The door's opening: from its points (the front plane's turn) when they were seen this step, else
@@ -118,6 +124,26 @@ class SwingDoorOpen(Skill):
         if state is not None and state.measured:
             return state.opening_angle_rad
         return max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
+
+    def _refit_hinge(self) -> None:
+        """Move the hinge to where the door's closed and swung faces meet, when that is more than HINGE_REFIT_M from
+        the estimate (see HINGE_REFIT_RAD); the angles judged so far were about the old hinge and are dropped."""
+        estimator = self.bb.open_state
+        p_W, axis, r = self.bb.hinge
+        found = None if estimator is None else estimator.hinge_point_W(p_W[2], HINGE_REFIT_RAD)
+        if found is None or np.linalg.norm(found[:2] - p_W[:2]) <= HINGE_REFIT_M:
+            return
+        arm = self.X_WG0[:3, 3] - found
+        arm[2] = 0.0
+        radius = float(np.linalg.norm(arm))
+        if not 0.1 < radius < 1.2:
+            return
+        new_axis = np.array([0.0, 0.0, 1.0])
+        if np.cross(new_axis, arm) @ estimator.initial_normal_W < 0:  # a positive turn moves the free edge outward
+            new_axis = -new_axis
+        self.bb.hinge = (found, new_axis, radius)
+        self.angles.clear()
+        self.hinge_refits += 1
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -135,6 +161,7 @@ class SwingDoorOpen(Skill):
             self.start_time_s = obs.time_s
         self.ticks += 1
         self.path_W.append(X_WT[:3, 3].copy())
+        self._refit_hinge()
         p_W, axis, r = self.bb.hinge
         door = self._door_angle_rad(p_W, axis, X_WT)
         hand = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
@@ -147,7 +174,8 @@ class SwingDoorOpen(Skill):
         cloud_time_s = obs.cloud_time_s
         if cloud_time_s >= self.start_time_s + RAMP_S and (not self.angles or cloud_time_s > self.angles[-1][0]):
             self.angles.append((cloud_time_s, door, hand))
-        self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg"
+        self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg" + (
+            f", hinge refitted {self.hinge_refits}x" if self.hinge_refits else "")
         window_s = STALL_STEPS * tools.model.control_dt_s
         then = [a for a in self.angles if a[0] <= cloud_time_s - window_s + 1e-6]
         if then and self.angles[-1][0] == cloud_time_s:

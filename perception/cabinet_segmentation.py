@@ -15,7 +15,9 @@ trees read, ``target_handle`` and ``target_link``, every control step:
    edges (a door: the peak of the points' angles about that edge). Each hypothesis is searched near the
    last step's pose and scored by the points on the posed face; a kind and a hinge side are kept once
    the motion is clear. Once the part has moved off the cabinet's plane, its face's own points replace the
-   prompt's bounds (they are no longer coplanar with the neighbours).
+   prompt's bounds (they are no longer coplanar with the neighbours). A marked handle names no extent: once its
+   door has swung ~9 degrees, the line of the points that moved (seen from above) meets the cabinet's plane at
+   the hinge, and replaces the guess wherever it was.
 3. The part mask is what lies in the posed part's slab: the face, the handle in front of it, and for a
    drawer its sides and bottom between the cabinet's plane and the front (as the simulator's ``target_link``,
    it includes the handle). The handle is what stands proud of the posed face (6 mm to 8 cm), clustered
@@ -30,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from handleit.perception.point_cloud import Z_W, as_pose, fit_vertical_plane, horizontal_direction
 from handleit.perception.segmentation_errors import SegmentationError, check_mask, check_points, check_prompt
@@ -55,6 +58,16 @@ MOVED_DOOR_RAD = 0.12  # a door leaf this far open: the same
 # the part's own while its extent is unknown: fronts are at least ~10 cm tall and wider than their handles.
 HANDLE_ANCHOR_U_M = 0.08
 HANDLE_ANCHOR_V_M = 0.03
+MARKER_CLUSTER_GAP_M = 0.02  # a proud cluster this near a marker point is the marked handle's own piece
+# A marked handle names the handle, not its part: a door's hinge is found from the leaf's motion. Points this far
+# out of the cabinet's plane (a few times the depth noise) have moved; they are searched this far beside and
+# above or below the handle (the widest and tallest leaves), and their line, once it has turned LEAF_FIT_RAD,
+# meets the cabinet's plane at the hinge.
+LEAF_MOVED_M = 0.012
+LEAF_SEARCH_U_M, LEAF_SEARCH_V_M = 1.2, 1.0
+LEAF_FIT_RAD = 0.15
+LEAF_RECHECK_DRAWER_M = 0.15  # a part taken for a drawer is checked for a leaf until it is this far out
+MIN_HINGE_RADIUS_M, MAX_HINGE_RADIUS_M = 0.1, 1.2  # the handle's distance from a door's hinge
 
 
 @dataclass
@@ -154,6 +167,7 @@ class CabinetPartTracker:
         self._side_guess = -1  # the best hinge side while the kind is not decided yet
         self._handle_box: np.ndarray | None = None  # [2, 2] the handle's (u, v) extent on the closed part
         self._handle_anchored = False  # the first update had a handle hint: the part's pose follows its handle
+        self._leaf_from_motion = False  # a marked door's hinge and extent came from its leaf's motion
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -268,8 +282,15 @@ class CabinetPartTracker:
         labels = _dbscan_labels(q[proud], 0.02, 3) if proud.any() else np.zeros(0, int)
         centres = [uvs[proud][labels == k, :2].mean(axis=0) for k in range(labels.max(initial=-1) + 1)]
         if hint is not None and hint.any():
+            # The marked handle's own clusters are not its neighbours: a long bar seen in pieces (a gap between
+            # its posts) gave clusters beyond 3 cm of the marker's centre, whose cells cut the part down to 6 x 7 cm
+            # (door-test-009). A cluster with a point within MARKER_CLUSTER_GAP_M of the marker's is the handle.
             target = uvs[hint, :2].mean(axis=0)
-            centres = [c for c in centres if np.linalg.norm(c - target) > 0.03]
+            marked = cKDTree(uvs[hint, :2])
+            proud_uv = uvs[proud, :2]
+            centres = [c for k, c in enumerate(centres)
+                       if marked.query(proud_uv[labels == k], distance_upper_bound=MARKER_CLUSTER_GAP_M)[0].min()
+                       == np.inf]
         elif centres:
             gaps = [np.min(np.linalg.norm(uvs[proud][labels == k, :2] - p_uv, axis=1)) for k in range(len(centres))]
             target = centres.pop(int(np.argmin(gaps)))
@@ -346,7 +367,50 @@ class CabinetPartTracker:
         support = int(np.count_nonzero((np.abs(depth) <= self.plane_distance_m) & (t >= 0) & (t <= width)))
         return angle, support
 
+    def _fit_moved_leaf(self, uvs: np.ndarray) -> None:
+        """With a marked handle, the part's extent is a guess from the neighbouring handles (a door's width off by
+        up to 30 cm on the bundled cabinets, and so its hinge): once a leaf has swung LEAF_FIT_RAD out of the
+        cabinet's plane, the points that moved lie on a line (seen from above) that meets the plane at the hinge.
+        That line (RANSAC, :func:`~handleit.perception.point_cloud.fit_vertical_plane` on (u, s)) replaces the
+        guess: the hinge's side and place, the angle, and the leaf's width and height from its points."""
+        (hu0, hu1), (hv0, hv1) = self._handle_box
+        hu = 0.5 * (hu0 + hu1)
+        moved = ((np.abs(uvs[:, 0] - hu) <= LEAF_SEARCH_U_M) & (uvs[:, 1] >= hv0 - LEAF_SEARCH_V_M)
+                 & (uvs[:, 1] <= hv1 + LEAF_SEARCH_V_M) & (uvs[:, 2] > LEAF_MOVED_M)
+                 & (uvs[:, 2] < LEAF_SEARCH_U_M))
+        if moved.sum() < self.min_support:
+            return
+        usv = uvs[moved][:, [0, 2, 1]]  # (u, s) as a horizontal plane's (x, y): a vertical plane is a line in it
+        line = fit_vertical_plane(usv, self.plane_distance_m, min_inliers=self.min_support)
+        if line is None or line.inliers.sum() < 0.5 * len(usv):
+            return  # no line holds most of what moved: not one leaf
+        nu, ns = line.normal_W[:2]
+        angle = float(np.arctan2(abs(nu), abs(ns)))  # the line's turn from the cabinet's plane (s = 0)
+        if angle < LEAF_FIT_RAD:
+            return  # a drawer's face (parallel to the plane), or a leaf not yet turned enough to place its hinge
+        u_hinge = line.offset_m / nu
+        side = -1 if hu > u_hinge else 1  # the leaf runs from its hinge to the handle
+        if not MIN_HINGE_RADIUS_M <= abs(hu - u_hinge) <= MAX_HINGE_RADIUS_M or side * nu * ns < 0:
+            return  # the handle not on the leaf, or a line rising toward the hinge: not a leaf swung about it
+        leaf = usv[line.inliers]
+        t = np.hypot(leaf[:, 0] - u_hinge, leaf[:, 1])
+        width = max(float(np.percentile(t, 99.5)), max(abs(hu0 - u_hinge), abs(hu1 - u_hinge)) + 0.02)
+        v_lo = min(float(np.percentile(leaf[:, 2], 0.5)), hv0)
+        v_hi = max(float(np.percentile(leaf[:, 2], 99.5)), hv1)
+        u_lo, u_hi = (u_hinge, u_hinge + width) if side < 0 else (u_hinge - width, u_hinge)
+        self.front.bounds = np.array([[u_lo, u_hi], [v_lo, v_hi]])
+        self.kind, self.hinge_side, self._side_guess = "door", side, side
+        self.angle_rad, self.displacement_m = angle, 0.0
+        self._door_width_m = width
+        self._refined = True
+        self._leaf_from_motion = True
+
     def _track(self, uvs: np.ndarray) -> None:
+        # A marked door's face around the handle moves out as a drawer's would: a kind taken from a short pull is
+        # checked against the leaf's line until it is one a drawer's face cannot make (turned LEAF_FIT_RAD).
+        if self._handle_anchored and not self._leaf_from_motion and self._handle_box is not None \
+                and (self.kind != "drawer" or self.displacement_m < LEAF_RECHECK_DRAWER_M):
+            self._fit_moved_leaf(uvs)
         in_v = self._in_v(uvs)
         hypotheses = []  # (support, kind, pose, side)
         if self.kind in (None, "drawer"):

@@ -37,6 +37,7 @@ class OpenState:
     front_normal_W: np.ndarray  # [3] current outward normal of the front (world)
     n_points: int  # points used this step
     measured: bool  # False when this step had too few points and the previous estimate is repeated
+    front_offset_m: float | None = None  # the current front plane: front_normal_W . p = front_offset_m (m)
 
     @property
     def opening_angle_rad(self) -> float:
@@ -105,7 +106,7 @@ class OpenStateEstimator:
         plane = fit_vertical_plane(p, plane_distance_m, normal_hint_W=hint, max_angle_rad=max_turn_rad)
         self.initial_normal_W = hint if plane is None else plane.normal_W
         self.initial_offset_m = front_layer_offset_m(p @ self.initial_normal_W, bin_m, layer_fraction)
-        self._state = OpenState(0.0, 0.0, self.initial_normal_W.copy(), len(p), True)
+        self._state = OpenState(0.0, 0.0, self.initial_normal_W.copy(), len(p), True, self.initial_offset_m)
 
     @property
     def state(self) -> OpenState:
@@ -120,13 +121,31 @@ class OpenStateEstimator:
         p = as_points(link_points_W, "link_points_W")
         previous = self._state
         if len(p) < self.min_points:
-            self._state = OpenState(previous.displacement_m, previous.angle_rad, previous.front_normal_W, len(p), False)
+            self._state = OpenState(previous.displacement_m, previous.angle_rad, previous.front_normal_W, len(p), False,
+                                    previous.front_offset_m)
             return self._state
         front_m = front_layer_offset_m(p @ self.initial_normal_W, self.bin_m, self.layer_fraction)
         displacement = front_m - self.initial_offset_m
         plane = fit_vertical_plane(p, self.plane_distance_m, normal_hint_W=previous.front_normal_W,
                                    max_angle_rad=self.max_turn_rad)
         normal = previous.front_normal_W if plane is None else plane.normal_W
+        offset = previous.front_offset_m if plane is None else plane.offset_m
         angle = _signed_angle_about_z(self.initial_normal_W, normal)
-        self._state = OpenState(float(displacement), angle, normal, len(p), True)
+        self._state = OpenState(float(displacement), angle, normal, len(p), True, offset)
         return self._state
+
+    def hinge_point_W(self, height_m: float, min_angle_rad: float = 0.2) -> np.ndarray | None:
+        """Where a swung door's hinge line is: the line where the front's plane in the first frame (closed) meets
+        its plane now, as a point ``[3]`` at ``height_m`` (world z). None while the door has turned less than
+        ``min_angle_rad`` (two nearly parallel planes meet far from where they are measured) or this step's plane
+        was not measured.
+
+        Fitted to the leaf's own points, it does not depend on the part's extent as first seen (a marked
+        handle's part is a guess), only on the two faces."""
+        state = self._state
+        if not state.measured or state.front_offset_m is None or abs(state.angle_rad) < min_angle_rad:
+            return None
+        a = np.array([self.initial_normal_W[:2], state.front_normal_W[:2]])
+        b = np.array([self.initial_offset_m, state.front_offset_m])
+        xy = np.linalg.solve(a, b)
+        return np.array([xy[0], xy[1], float(height_m)])

@@ -105,6 +105,25 @@ def test_door_opening_angle_under_partial_views(yaw_deg):
         assert state.displacement_m == pytest.approx(0.45 * np.sin(np.radians(angle_deg)), abs=0.03)
 
 
+@pytest.mark.parametrize("yaw_deg", [0.0, 20.0])
+def test_hinge_where_the_closed_and_swung_faces_meet(yaw_deg):
+    """The hinge line from two faces, whatever part of the leaf is seen: within 1.5 cm once the door has turned
+    15 degrees; none while it has turned less than the angle asked for (nearly parallel planes)."""
+    rng = np.random.default_rng(4)
+    X = _pose(np.radians(yaw_deg), [-0.3, 0.0, 0.0])
+    estimator = OpenStateEstimator(to_W(X, door_points_C(0.0, rng)), X[:3, :3] @ [-1.0, 0.0, 0.0])
+    hinge_W = to_W(X, np.array([[0.0, 0.225, 0.6]]))[0]
+    estimator.update(to_W(X, door_points_C(np.radians(5), rng)))
+    assert estimator.hinge_point_W(0.6, min_angle_rad=np.radians(10)) is None
+    for angle_deg in [15, 30, 60, 85]:
+        estimator.update(to_W(X, door_points_C(np.radians(angle_deg), rng, keep=rng.uniform(0.3, 0.9))))
+        found = estimator.hinge_point_W(0.6, min_angle_rad=np.radians(10))
+        assert found is not None and found[2] == 0.6
+        assert np.linalg.norm(found[:2] - hinge_W[:2]) < 0.015, angle_deg
+    assert estimator.update(np.zeros((5, 3))).measured is False
+    assert estimator.hinge_point_W(0.6) is None  # nothing measured this step
+
+
 def test_too_few_points_repeats_the_last_estimate():
     rng = np.random.default_rng(3)
     estimator = OpenStateEstimator(drawer_points_C(0.0, rng), [-1.0, 0.0, 0.0])
