@@ -67,6 +67,9 @@ LEAF_MOVED_M = 0.012
 LEAF_SEARCH_U_M, LEAF_SEARCH_V_M = 1.2, 1.0
 LEAF_FIT_RAD = 0.15
 LEAF_RECHECK_DRAWER_M = 0.15  # a part taken for a drawer is checked for a leaf until it is this far out
+LEAF_CELL_M = 0.02  # the closed view's depth is kept per cell of this size in the front's plane
+LEAF_MIN_POINTS, LEAF_MIN_LENGTH_M = 60, 0.1  # a leaf's line holds this many points over at least this length
+LEAF_ATTACHED_M = 0.025  # ... and leaves the cabinet's plane: its moved points begin this near it
 MIN_HINGE_RADIUS_M, MAX_HINGE_RADIUS_M = 0.1, 1.2  # the handle's distance from a door's hinge
 
 
@@ -168,6 +171,7 @@ class CabinetPartTracker:
         self._handle_box: np.ndarray | None = None  # [2, 2] the handle's (u, v) extent on the closed part
         self._handle_anchored = False  # the first update had a handle hint: the part's pose follows its handle
         self._leaf_from_motion = False  # a marked door's hinge and extent came from its leaf's motion
+        self._closed_depth: tuple[np.ndarray, np.ndarray] | None = None  # (cell keys, most forward s) when first seen
 
     # ------------------------------------------------------------------------------------------- public
 
@@ -218,6 +222,8 @@ class CabinetPartTracker:
         if self.front is None:
             self._initialise(q, prompt, X_WB, None if hint is None else hint[index])
             self._handle_anchored = hint is not None and bool(hint[index].any())
+            if self._handle_anchored:
+                self._closed_depth = self._depth_cells(self.front.coords(q))
         uvs = self.front.coords(q)
         self._track(uvs)
         part_local, handle_local = self._masks(uvs, None if hint is None else hint[index])
@@ -367,6 +373,29 @@ class CabinetPartTracker:
         support = int(np.count_nonzero((np.abs(depth) <= self.plane_distance_m) & (t >= 0) & (t <= width)))
         return angle, support
 
+    @staticmethod
+    def _cell_keys(uvs: np.ndarray) -> np.ndarray:
+        cells = np.floor(uvs[:, :2] / LEAF_CELL_M).astype(np.int64)
+        return cells[:, 0] * 1_000_003 + cells[:, 1]
+
+    def _depth_cells(self, uvs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The most forward s per (u, v) cell of a view: (sorted cell keys, their s)."""
+        keys = self._cell_keys(uvs)
+        order = np.lexsort((-uvs[:, 2], keys))
+        keys, depth = keys[order], uvs[order, 2]
+        first = np.r_[True, keys[1:] != keys[:-1]]
+        return keys[first], depth[first]
+
+    def _moved_since_closed(self, uvs: np.ndarray) -> np.ndarray:
+        """[N] bool: points LEAF_MOVED_M in front of what the first view saw in their cell (the handles, the
+        cabinet's edges and anything else that stood there already have not moved; cells it did not see, not
+        known to have moved)."""
+        keys, depth = self._closed_depth
+        mine = self._cell_keys(uvs)
+        at = np.clip(np.searchsorted(keys, mine), 0, len(keys) - 1)
+        seen = keys[at] == mine
+        return seen & (uvs[:, 2] > depth[at] + LEAF_MOVED_M)
+
     def _fit_moved_leaf(self, uvs: np.ndarray) -> None:
         """With a marked handle, the part's extent is a guess from the neighbouring handles (a door's width off by
         up to 30 cm on the bundled cabinets, and so its hinge): once a leaf has swung LEAF_FIT_RAD out of the
@@ -378,11 +407,14 @@ class CabinetPartTracker:
         moved = ((np.abs(uvs[:, 0] - hu) <= LEAF_SEARCH_U_M) & (uvs[:, 1] >= hv0 - LEAF_SEARCH_V_M)
                  & (uvs[:, 1] <= hv1 + LEAF_SEARCH_V_M) & (uvs[:, 2] > LEAF_MOVED_M)
                  & (uvs[:, 2] < LEAF_SEARCH_U_M))
-        if moved.sum() < self.min_support:
+        if moved.sum() < LEAF_MIN_POINTS:
+            return
+        moved[moved] = self._moved_since_closed(uvs[moved])
+        if moved.sum() < LEAF_MIN_POINTS:
             return
         usv = uvs[moved][:, [0, 2, 1]]  # (u, s) as a horizontal plane's (x, y): a vertical plane is a line in it
         line = fit_vertical_plane(usv, self.plane_distance_m, min_inliers=self.min_support)
-        if line is None or line.inliers.sum() < 0.5 * len(usv):
+        if line is None or line.inliers.sum() < max(LEAF_MIN_POINTS, 0.5 * len(usv)):
             return  # no line holds most of what moved: not one leaf
         nu, ns = line.normal_W[:2]
         angle = float(np.arctan2(abs(nu), abs(ns)))  # the line's turn from the cabinet's plane (s = 0)
@@ -394,6 +426,8 @@ class CabinetPartTracker:
             return  # the handle not on the leaf, or a line rising toward the hinge: not a leaf swung about it
         leaf = usv[line.inliers]
         t = np.hypot(leaf[:, 0] - u_hinge, leaf[:, 1])
+        if np.ptp(t) < LEAF_MIN_LENGTH_M or leaf[:, 1].min() > LEAF_ATTACHED_M:
+            return  # a blob, or a line floating in front of the face (a hand's stray points), not a swung leaf
         width = max(float(np.percentile(t, 99.5)), max(abs(hu0 - u_hinge), abs(hu1 - u_hinge)) + 0.02)
         v_lo = min(float(np.percentile(leaf[:, 2], 0.5)), hv0)
         v_hi = max(float(np.percentile(leaf[:, 2], 99.5)), hv1)
