@@ -70,6 +70,7 @@ LEAF_RECHECK_DRAWER_M = 0.15  # a part taken for a drawer is checked for a leaf 
 LEAF_CELL_M = 0.02  # the closed view's depth is kept per cell of this size in the front's plane
 LEAF_MIN_POINTS, LEAF_MIN_LENGTH_M = 60, 0.1  # a leaf's line holds this many points over at least this length
 LEAF_ATTACHED_M = 0.025  # ... and leaves the cabinet's plane: its moved points begin this near it
+LEAF_GAP_M = 0.03  # a gap this wide along the leaf's line, beyond the handle, is its free edge
 MIN_HINGE_RADIUS_M, MAX_HINGE_RADIUS_M = 0.1, 1.2  # the handle's distance from a door's hinge
 
 
@@ -428,7 +429,13 @@ class CabinetPartTracker:
         t = np.hypot(leaf[:, 0] - u_hinge, leaf[:, 1])
         if np.ptp(t) < LEAF_MIN_LENGTH_M or leaf[:, 1].min() > LEAF_ATTACHED_M:
             return  # a blob, or a line floating in front of the face (a hand's stray points), not a swung leaf
-        width = max(float(np.percentile(t, 99.5)), max(abs(hu0 - u_hinge), abs(hu1 - u_hinge)) + 0.02)
+        # The leaf runs from its hinge out to the first gap in its points beyond the handle (gaps before it are the
+        # arm's shadow); beyond such a gap lies what is not the leaf (door-train-038: 2% of the line's points 5 cm
+        # past its free edge made it 9 cm too wide, and the static face there then outvoted the leaf).
+        handle_t = max(abs(hu0 - u_hinge), abs(hu1 - u_hinge))
+        ts = np.sort(t)
+        gaps = np.flatnonzero((np.diff(ts) > LEAF_GAP_M) & (ts[:-1] >= handle_t))
+        width = max(float(ts[gaps[0]] if len(gaps) else ts[-1]), handle_t + 0.02)
         v_lo = min(float(np.percentile(leaf[:, 2], 0.5)), hv0)
         v_hi = max(float(np.percentile(leaf[:, 2], 99.5)), hv1)
         u_lo, u_hi = (u_hinge, u_hinge + width) if side < 0 else (u_hinge - width, u_hinge)
