@@ -12,6 +12,7 @@ import math
 import numpy as np
 from py_trees.common import Status
 
+from handleit.perception.cabinet_segmentation import MAX_HINGE_RADIUS_M, MIN_HINGE_RADIUS_M
 from handleit.planning.trajectories import hinge_arc, swept_angle_rad
 from handleit.types import Observation
 
@@ -61,10 +62,17 @@ def hinge_from_geometry(link_points_W: np.ndarray, handle_W: np.ndarray, front_n
     front = np.quantile((link_points_W - handle_W) @ n, 0.5)  # the front face, behind the protruding handle
     p_W = handle_W + edge * t + front * n
     p_W[2] = handle_W[2]
+    return hinge_through(p_W, handle_W, n)
+
+
+def hinge_through(p_W: np.ndarray, handle_W: np.ndarray, front_normal_W: np.ndarray):
+    """The vertical hinge through ``p_W`` of a door whose handle is at ``handle_W``: ``(p_W, axis_W, radius_m)``,
+    the axis signed so that a positive turn swings the handle outward (along ``front_normal_W``), and the handle's
+    horizontal distance from it."""
     r = handle_W - p_W
     r[2] = 0.0
     axis = np.array([0.0, 0.0, 1.0])
-    if np.cross(axis, r) @ n < 0:  # a positive turn must move the free edge outward
+    if np.cross(axis, r) @ front_normal_W < 0:  # a positive turn must move the free edge outward
         axis = -axis
     return p_W, axis, float(np.linalg.norm(r))
 
@@ -85,7 +93,7 @@ class EstimateHinge(Skill):
             return self.fail(f"door not seen well enough ({len(link)} points)")
         handle = self.bb.handle.points.mean(axis=0)
         p_W, axis, r = hinge_from_geometry(link, handle, self.bb.front_normal_W)
-        if not 0.1 < r < 1.2:
+        if not MIN_HINGE_RADIUS_M < r < MAX_HINGE_RADIUS_M:
             return self.fail(f"implausible door width {r:.2f} m")
         self.bb.hinge = (p_W, axis, r)
         self.feedback_message = f"hinge at {np.round(p_W[:2], 2)}, handle {r:.2f} m from it"
@@ -129,19 +137,14 @@ class SwingDoorOpen(Skill):
         """Move the hinge to where the door's closed and swung faces meet, when that is more than HINGE_REFIT_M from
         the estimate (see HINGE_REFIT_RAD); the angles judged so far were about the old hinge and are dropped."""
         estimator = self.bb.open_state
-        p_W, axis, r = self.bb.hinge
+        p_W = self.bb.hinge[0]
         found = None if estimator is None else estimator.hinge_point_W(p_W[2], HINGE_REFIT_RAD)
         if found is None or np.linalg.norm(found[:2] - p_W[:2]) <= HINGE_REFIT_M:
             return
-        arm = self.X_WG0[:3, 3] - found
-        arm[2] = 0.0
-        radius = float(np.linalg.norm(arm))
-        if not 0.1 < radius < 1.2:
+        hinge = hinge_through(found, self.X_WG0[:3, 3], estimator.initial_normal_W)
+        if not MIN_HINGE_RADIUS_M < hinge[2] < MAX_HINGE_RADIUS_M:
             return
-        new_axis = np.array([0.0, 0.0, 1.0])
-        if np.cross(new_axis, arm) @ estimator.initial_normal_W < 0:  # a positive turn moves the free edge outward
-            new_axis = -new_axis
-        self.bb.hinge = (found, new_axis, radius)
+        self.bb.hinge = hinge
         self.angles.clear()
         self.hinge_refits += 1
 

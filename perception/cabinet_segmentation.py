@@ -61,8 +61,9 @@ HANDLE_ANCHOR_V_M = 0.03
 MARKER_CLUSTER_GAP_M = 0.02  # a proud cluster this near a marker point is the marked handle's own piece
 # A marked handle names the handle, not its part: a door's hinge is found from the leaf's motion. Points this far
 # out of the cabinet's plane (a few times the depth noise) have moved; they are searched this far beside and
-# above or below the handle (the widest and tallest leaves), and their line, once it has turned LEAF_FIT_RAD,
-# meets the cabinet's plane at the hinge.
+# above or below the handle (the widest and tallest leaves; a free edge swings out by at most the leaf's width, so
+# LEAF_SEARCH_U_M also bounds how far out), and their line, once it has turned LEAF_FIT_RAD, meets the cabinet's
+# plane at the hinge.
 LEAF_MOVED_M = 0.012
 LEAF_SEARCH_U_M, LEAF_SEARCH_V_M = 1.2, 1.0
 LEAF_FIT_RAD = 0.15
