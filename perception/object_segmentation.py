@@ -195,7 +195,9 @@ class ObjectTracker:
             chosen = self._select(p[index], labels, prompt, None if not use_seed else seed[index], tracking,
                                   track_radius_m)
             if chosen is not None:
-                pieces = self._low_pieces(p[index], height[index], labels, chosen)
+                rest = above.copy()  # above the support, left out of the clustering (background, far away)
+                rest[index] = False
+                pieces = self._low_pieces(p[index], height[index], labels, chosen, p[rest])
                 low_pieces[index[pieces]] = True
                 if tracking:
                     chosen = chosen | pieces
@@ -325,12 +327,16 @@ class ObjectTracker:
             chosen = chosen | np.isin(labels, near)
         return _with_parts_below(p, labels, chosen, margin_m=self.params.under_margin_m)
 
-    def _low_pieces(self, p: np.ndarray, height: np.ndarray, labels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    def _low_pieces(self, p: np.ndarray, height: np.ndarray, labels: np.ndarray, chosen: np.ndarray,
+                    rest_W: np.ndarray) -> np.ndarray:
         """[M] bool over ``p``: the clusters besides ``chosen`` that may be the object's star base, seen apart
         from it: at most ``base_piece_m`` across, no higher than ``base_height_m`` above the support and reaching
         down to ``base_floor_gap_m`` of it (a caster stands on the floor), and mostly beside the chosen points'
-        xy box, within ``base_reach_m`` of it. Not under it, nor raised: what lies under or beside an object held
-        above a support is the support (the 0.1 m platform a bucket is set on, its top partly seen before).
+        xy box, within ``base_reach_m`` of it, and standing alone: no point of ``rest_W`` (the points above the
+        support left out of the clustering: remembered background, or far) within ``cluster_eps_m`` of it. Not
+        under the object, nor raised, nor a remnant of a bigger thing whose other parts are background: beside
+        a bucket the 0.1 m platform's near edge, seen before but never far enough to be remembered, is cut by
+        the background into pieces of its sides and top (with those joined, a bucket took in the whole platform).
 
         A chair seen from behind shows its backrest and seat, and its casters stand up to 0.25 m past their box.
         One seen there after the start was neither taken in (tracking takes only clusters touching the last
@@ -345,13 +351,19 @@ class ObjectTracker:
         lo, hi = _bounds(p[chosen])
         near = np.all((p[:, :2] >= lo[:2] - P.base_reach_m) & (p[:, :2] <= hi[:2] + P.base_reach_m), axis=1)
         beside = near & ~np.all((p[:, :2] >= lo[:2]) & (p[:, :2] <= hi[:2]), axis=1)
+        rest_tree = cKDTree(rest_W) if len(rest_W) else None
         for label in np.unique(labels[(labels >= 0) & ~chosen]):
             member = labels == label
             q = p[member, :2]
             h = height[member]
-            if (np.ptp(q, axis=0).max() <= P.base_piece_m and h.max() <= P.base_height_m
+            if not (np.ptp(q, axis=0).max() <= P.base_piece_m and h.max() <= P.base_height_m
                     and h.min() <= P.base_floor_gap_m and beside[member].mean() >= 0.5):
-                pieces |= member
+                continue
+            if rest_tree is not None:
+                distance, _ = rest_tree.query(p[member], distance_upper_bound=P.cluster_eps_m)
+                if np.isfinite(distance).any():
+                    continue
+            pieces |= member
         return pieces
 
     def _remember_background(self, p: np.ndarray, others: np.ndarray) -> None:
