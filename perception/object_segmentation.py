@@ -15,14 +15,16 @@ Per update (:meth:`ObjectTracker.update`):
 2. Points remembered as static background are dropped: every above-support point seen far from the object
    (outside its box grown by ``background_margin_m``) is remembered by its voxel. This is what keeps the
    MoveBucket platform (a 0.2 m box the bucket is set down on) and PushChair's target hemisphere (the chair
-   is pushed onto it) out of the object once the two touch: both were seen, apart, before.
+   is pushed onto it) out of the object once the two touch: both were seen, apart, before. Small low pieces
+   standing alone beside the object (a chair's casters) are not remembered (step 4).
 3. The remaining points around the prompt (at the start) or around the previous object are voxelized and
    clustered (open3d's DBSCAN ``cluster_dbscan`` on the voxel centres: a few ms for a chair).
 4. The object's clusters: those with points inside the prompt box (grown by ``box_margin_m`` for the
    prompt's noise; the object is also clipped to that box at the start) or the one nearest the prompt point;
    with a seed mask (a colour marker seen on the object) the clusters holding the seed points; afterwards,
    the clusters with points within ``track_radius_m`` of the object points of the last ``memory_updates``
-   updates (a part that the fingers hide for a while, then show again, is taken back).
+   updates (a part that the fingers hide for a while, then show again, is taken back), and the small low
+   pieces standing alone beside it (a caster that comes into view: ``ObjectTracker._low_pieces``).
 
 The bucket's ball: the simulator's "target_link" mask is the bucket alone, and the MoveBucket tree finds the
 ball as the ball-coloured points outside it (``behaviors/bucket_nodes.py``). Pass
@@ -330,20 +332,19 @@ class ObjectTracker:
     def _low_pieces(self, p: np.ndarray, height: np.ndarray, labels: np.ndarray, chosen: np.ndarray,
                     rest_W: np.ndarray) -> np.ndarray:
         """[M] bool over ``p``: the clusters besides ``chosen`` that may be the object's star base, seen apart
-        from it: at most ``base_piece_m`` across, no higher than ``base_height_m`` above the support and reaching
-        down to ``base_floor_gap_m`` of it (a caster stands on the floor), and mostly beside the chosen points'
-        xy box, within ``base_reach_m`` of it, and standing alone: no point of ``rest_W`` (the points above the
-        support left out of the clustering: remembered background, or far) within ``cluster_eps_m`` of it. Not
-        under the object, nor raised, nor a remnant of a bigger thing whose other parts are background: beside
-        a bucket the 0.1 m platform's near edge, seen before but never far enough to be remembered, is cut by
-        the background into pieces of its sides and top (with those joined, a bucket took in the whole platform).
+        from it. Each is at most ``base_piece_m`` across, no higher than ``base_height_m`` above the support and
+        reaching down to ``base_floor_gap_m`` of it (a caster stands on the floor), mostly beside the chosen
+        points' xy box and within ``base_reach_m`` of it, and alone: no point of ``rest_W`` (the points above the
+        support left out of the clustering: remembered background, or far) within ``cluster_eps_m`` of it.
 
         A chair seen from behind shows its backrest and seat, and its casters stand up to 0.25 m past their box.
-        One seen there after the start was neither taken in (tracking takes only clusters touching the last
-        object) nor spared from the background (outside the box grown by ``background_margin_m``), so it stayed
-        out for the episode: with no circle through the casters the chair's centre came from the seat's box,
-        25 cm off on chair-test-000 (a timeout in 1000 steps with the geometric and color_marker segmenters,
-        where the simulator's masks succeeded in 209). A MoveBucket platform (0.6 m across) is no such piece."""
+        One that came into view there after the start was neither taken in (tracking takes the clusters touching
+        the last object) nor spared from the background (it lay outside the box grown by
+        ``background_margin_m``), so it stayed out for the episode: with no circle through the casters the
+        chair's centre came from the seat's box, 25 cm off on chair-test-000. The other conditions keep supports
+        out: what lies under an object held up, a raised top, and the near edge of MoveBucket's platform, which
+        the background memory cuts into small floor-standing pieces beside the bucket (joined, they brought the
+        whole platform into the bucket)."""
         P = self.params
         pieces = np.zeros(len(p), dtype=bool)
         if P.base_piece_m <= 0 or not chosen.any():
@@ -351,15 +352,15 @@ class ObjectTracker:
         lo, hi = _bounds(p[chosen])
         near = np.all((p[:, :2] >= lo[:2] - P.base_reach_m) & (p[:, :2] <= hi[:2] + P.base_reach_m), axis=1)
         beside = near & ~np.all((p[:, :2] >= lo[:2]) & (p[:, :2] <= hi[:2]), axis=1)
-        rest_tree = cKDTree(rest_W) if len(rest_W) else None
+        rest_tree = None
         for label in np.unique(labels[(labels >= 0) & ~chosen]):
             member = labels == label
-            q = p[member, :2]
             h = height[member]
-            if not (np.ptp(q, axis=0).max() <= P.base_piece_m and h.max() <= P.base_height_m
+            if not (np.ptp(p[member, :2], axis=0).max() <= P.base_piece_m and h.max() <= P.base_height_m
                     and h.min() <= P.base_floor_gap_m and beside[member].mean() >= 0.5):
                 continue
-            if rest_tree is not None:
+            if len(rest_W):
+                rest_tree = cKDTree(rest_W) if rest_tree is None else rest_tree
                 distance, _ = rest_tree.query(p[member], distance_upper_bound=P.cluster_eps_m)
                 if np.isfinite(distance).any():
                     continue
