@@ -76,6 +76,7 @@ class TrackerParams:
     base_reach_m: float  # ... within the object's xy box grown by this (<= roi_margin_m): while tracking, they join it
     base_piece_m: float  # "small": a cluster's extent in x and y at most this
     base_floor_gap_m: float  # ... standing on the support: its lowest point at most this above it
+    base_min_top_m: float  # only for an object on the support whose top is at least this high (a seat's backrest)
     plane_distance_m: float  # RANSAC inlier distance of the support plane
     max_plane_tilt_rad: float  # the support plane's normal must be within this of the world's z
 
@@ -88,14 +89,14 @@ _DEFAULTS = {
                   track_radius_m=0.05, lost_growth_m=0.01, memory_updates=10, max_track_radius_m=0.3, roi_margin_m=0.4,
                   max_object_size_m=1.5, join_gap_m=0.1, under_margin_m=0.15,
                   background_voxel_m=0.015, background_margin_m=0.2, base_height_m=0.15, base_reach_m=0.35,
-                  base_piece_m=0.2, base_floor_gap_m=0.04,
+                  base_piece_m=0.2, base_floor_gap_m=0.04, base_min_top_m=0.65,
                   plane_distance_m=0.01, max_plane_tilt_rad=0.2),
     # A table's top under 2-10 cm objects seen by one 128x128 camera (~8 mm spacing, a few dozen points).
     "table": dict(clearance_m=0.002, voxel_m=0.004, cluster_eps_m=0.02, min_cluster_points=1, box_margin_m=0.06,
                   track_radius_m=0.04, lost_growth_m=0.01, memory_updates=30, max_track_radius_m=0.3, roi_margin_m=0.3,
                   max_object_size_m=0.3, join_gap_m=0.03, under_margin_m=0.05,
                   background_voxel_m=0.008, background_margin_m=0.15, base_height_m=0.0, base_reach_m=0.15,
-                  base_piece_m=0.0, base_floor_gap_m=0.0,
+                  base_piece_m=0.0, base_floor_gap_m=0.0, base_min_top_m=0.0,
                   plane_distance_m=0.003, max_plane_tilt_rad=0.2),
 }
 
@@ -344,11 +345,15 @@ class ObjectTracker:
         chair's centre came from the seat's box, 25 cm off on chair-test-000. The other conditions keep supports
         out: what lies under an object held up, a raised top, and the near edge of MoveBucket's platform, which
         the background memory cuts into small floor-standing pieces beside the bucket (joined, they brought the
-        whole platform into the bucket)."""
+        whole platform into the bucket). That edge, cut by occlusion instead, is alone too: so pieces are only
+        for an object that stands on the support and reaches ``base_min_top_m`` (0.65 m: a chair's backrest
+        tops 0.70-1.15 m, a bucket 0.20-0.36 m plus its handle, 0.58 m at most on the floor)."""
         P = self.params
         pieces = np.zeros(len(p), dtype=bool)
         if P.base_piece_m <= 0 or not chosen.any():
             return pieces
+        if height[chosen].max() < P.base_min_top_m or height[chosen].min() > P.base_floor_gap_m:
+            return pieces  # not a seat standing on the floor (a bucket, or anything lifted)
         lo, hi = _bounds(p[chosen])
         near = np.all((p[:, :2] >= lo[:2] - P.base_reach_m) & (p[:, :2] <= hi[:2] + P.base_reach_m), axis=1)
         beside = near & ~np.all((p[:, :2] >= lo[:2]) & (p[:, :2] <= hi[:2]), axis=1)

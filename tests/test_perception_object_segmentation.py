@@ -281,3 +281,18 @@ def test_a_caster_that_comes_into_view_while_tracking_joins_the_chair_and_a_rais
         mask = tracker.update(points, np.ones(len(points), bool), None)
         assert mask[(part >= 1) & (part <= 4)].all()
         assert not mask[(part == 0) | (part >= 5)].any()
+
+
+def test_pieces_beside_a_short_object_stay_out():
+    """A bucket-high object (0.4 m) takes in no floor-standing piece beside it, alone or not: beside MoveBucket's
+    bucket such pieces were the platform's near edge, cut up by occlusion (bucket-train-012 took the platform in)."""
+    rng = np.random.default_rng(2)
+    floor = np.column_stack([rng.uniform(-1.5, 1.5, 6000), rng.uniform(-1.5, 1.5, 6000), np.zeros(6000)])
+    bucket = _slab(rng, (-0.15, -0.15, 0.01), (0.15, 0.15, 0.40), 900)
+    tracker = ObjectTracker("floor")
+    start = np.concatenate([floor, bucket])
+    tracker.update(start, np.ones(len(start), bool), np.array([[-0.17, -0.17, 0.0], [0.17, 0.17, 0.42]]))
+    edge = _slab(rng, (0.30, -0.05, 0.01), (0.32, 0.05, 0.10), 40)  # 15 cm beside, on the floor, alone
+    points = np.concatenate([floor, bucket, edge])
+    mask = tracker.update(points, np.ones(len(points), bool), None)
+    assert mask[len(floor):len(floor) + len(bucket)].all() and not mask[-len(edge):].any()
