@@ -198,9 +198,9 @@ class ObjectTracker:
             chosen = self._select(p[index], labels, prompt, None if not use_seed else seed[index], tracking,
                                   track_radius_m)
             if chosen is not None:
-                rest = above.copy()  # above the support, left out of the clustering (background, far away)
-                rest[index] = False
-                pieces = self._low_pieces(p[index], height[index], labels, chosen, p[rest])
+                left_out = above.copy()  # above the support, left out of the clustering (background, far away)
+                left_out[index] = False
+                pieces = self._low_pieces(p[index], height[index], labels, chosen, p, left_out)
                 low_pieces[index[pieces]] = True
                 if tracking:
                     chosen = chosen | pieces
@@ -331,12 +331,13 @@ class ObjectTracker:
         return _with_parts_below(p, labels, chosen, margin_m=self.params.under_margin_m)
 
     def _low_pieces(self, p: np.ndarray, height: np.ndarray, labels: np.ndarray, chosen: np.ndarray,
-                    rest_W: np.ndarray) -> np.ndarray:
+                    cloud_W: np.ndarray, left_out: np.ndarray) -> np.ndarray:
         """[M] bool over ``p``: the clusters besides ``chosen`` that may be the object's star base, seen apart
         from it. Each is at most ``base_piece_m`` across, no higher than ``base_height_m`` above the support and
         reaching down to ``base_floor_gap_m`` of it (a caster stands on the floor), mostly beside the chosen
-        points' xy box and within ``base_reach_m`` of it, and alone: no point of ``rest_W`` (the points above the
-        support left out of the clustering: remembered background, or far) within ``cluster_eps_m`` of it.
+        points' xy box and within ``base_reach_m`` of it, and alone: no point of ``cloud_W[left_out]`` (the points
+        above the support left out of the clustering: remembered background, or far) within ``cluster_eps_m`` of
+        it. Those points are gathered only when a cluster passes the other tests.
 
         A chair seen from behind shows its backrest and seat, and its casters stand up to 0.25 m past their box.
         One that came into view there after the start was neither taken in (tracking takes the clusters touching
@@ -364,8 +365,9 @@ class ObjectTracker:
             if not (np.ptp(p[member, :2], axis=0).max() <= P.base_piece_m and h.max() <= P.base_height_m
                     and h.min() <= P.base_floor_gap_m and beside[member].mean() >= 0.5):
                 continue
-            if len(rest_W):
-                rest_tree = cKDTree(rest_W) if rest_tree is None else rest_tree
+            if rest_tree is None and left_out.any():
+                rest_tree = cKDTree(cloud_W[left_out])
+            if rest_tree is not None:
                 distance, _ = rest_tree.query(p[member], distance_upper_bound=P.cluster_eps_m)
                 if np.isfinite(distance).any():
                     continue
