@@ -10,7 +10,7 @@ Blackboard keys (besides the common ones):
     ball_points_W     latest points of the ball (its colour), possibly empty
     platform_top_z_m  height of the platform's top face, from the points around the target
     hold              "rim" or "hug": the branch taken
-    rim_z_at_grasp_m, torso_at_grasp_m: references of the "bucket follows?" check
+    rim_z_at_grasp_m, torso_at_grasp_m, rim_radius_at_grasp_m: references of the "bucket follows?" check
     platform_points_W latest points of the platform's top face
     carry_offset_W / lower_offset_W: base moves of the carry (dx, dy, dz torso): lift and carry in one move,
                       then the set-down (what is left of it: the carry lowers the bucket once it is over the
@@ -85,6 +85,12 @@ PLATFORM_LINE_BAND_M = 0.05  # platform-top points this close to the carry line 
 SET_DOWN_HEIGHT_M = 0.01  # released this far above the platform top
 MAX_TILT_RAD = 0.25  # the bucket tilting more than this (from its rim) fails the carry
 MAX_FOLLOW_ERROR_M = 0.05  # the rim must rise with the torso within this
+# A bucket tipping in a hug rotates about the line between the hands: its high side rises above them. Seen from
+# the side, its rim then reads as the top of the wall, 12-21 cm above the hands, with a circle of another radius
+# (0.08-0.26 m, or a 864 m arc, for a 0.20 m rim: MoveBucket test seed 5, geometric), and as upright where less
+# than half of it is in view (estimate_bucket_rim). Upright carries read within 1.2 cm and 0.01 m.
+MAX_RIM_RISE_M = 0.08  # the rim this far above where the hands hold it: the bucket turned in the hands
+MAX_RIM_RADIUS_CHANGE = 0.25  # the rim's radius this far (a fraction) from the grasp's: not the rim held upright
 BALL_MARGIN_M = 0.03
 CONFIRM_VIEWS = 6  # "bucket follows?" fails when this many views in a row show the problem (0.12 s): an arm
 # across the rim has made the rim estimate tilt by 50 degrees for 5 views in a row (train seed 33)
@@ -340,13 +346,15 @@ class PlanCarry(Skill):
     bucket's axis to ``CARRY_STOP_SHORT_M`` before the platform's centre) at once, the torso and the base each
     at full speed, then the set-down (the bottom just above the platform). The base waits at the start for as
     long as the lift would otherwise not be over when the bucket's wall reaches the platform's edge
-    (:func:`lift_travel_m`). Remembers the rim height and the torso height for the "bucket follows?" check."""
+    (:func:`lift_travel_m`). Remembers the rim's height and radius and the torso height for the "bucket
+    follows?" check."""
 
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("observation", "rim", "bucket_height_m", "platform_top_z_m",
                                              "platform_points_W", "target_xy_W", "hold"),
                          writes=("carry_offset_W", "carry_delay_s", "lower_offset_W", "lower_in_carry",
-                                 "rim_z_at_grasp_m", "torso_at_grasp_m", "carry_gripper"))
+                                 "rim_z_at_grasp_m", "torso_at_grasp_m", "rim_radius_at_grasp_m",
+                                 "carry_gripper"))
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -383,6 +391,7 @@ class PlanCarry(Skill):
         over = over_platform_travel_m(np.asarray(rim.center_W)[:2], carry, self.bb.platform_points_W)
         self.bb.lower_in_carry = None if over is None else (over, lower)
         self.bb.rim_z_at_grasp_m, self.bb.torso_at_grasp_m = float(rim.height_m), float(obs.qpos[height])
+        self.bb.rim_radius_at_grasp_m = float(rim.outer_radius_m)
         self.bb.carry_gripper = HUG_GRIPPER if hug else "close"
         self.feedback_message = (f"lift {100 * lift:.0f} cm, carry {100 * np.linalg.norm(carry):.0f} cm "
                                  f"({100 * ahead:.0f} cm before the edge, base waits "
@@ -393,12 +402,14 @@ class PlanCarry(Skill):
 
 
 class BucketFollows(Skill):
-    """Check while carrying: the rim rises with the torso (the hold has not slipped), the bucket stays
-    upright (its rim's axis), and no ball points are seen outside the bucket. RUNNING while all hold."""
+    """Check while carrying: the rim rises with the torso, neither sinking (the hold slipped) nor rising above
+    the hands (the bucket turned in them), keeps the radius it had at the grasp (else what is seen is not the
+    rim of an upright bucket), the bucket stays upright (its rim's axis), and no ball points are seen outside
+    the bucket. RUNNING while all hold."""
 
     def __init__(self, name, tools, confirm_views: int = CONFIRM_VIEWS):
         super().__init__(name, tools, reads=("observation", "rim", "rim_z_at_grasp_m", "torso_at_grasp_m",
-                                             "ball_points_W"))
+                                             "rim_radius_at_grasp_m", "ball_points_W"))
         self.confirm_views = confirm_views
 
     def initialise(self):
@@ -426,8 +437,16 @@ class BucketFollows(Skill):
         self.feedback_message = f"rim {100 * error:+.1f} cm off the hands, tilt {math.degrees(tilt):.0f} deg"
         if error < -MAX_FOLLOW_ERROR_M:
             return f"bucket slipped: {self.feedback_message}"
+        if error > MAX_RIM_RISE_M:
+            return f"bucket turned in the hands (its rim above them): {self.feedback_message}"
         if tilt > MAX_TILT_RAD:
             return f"bucket tilted: {self.feedback_message}"
+        radius_at_grasp = self.bb.rim_radius_at_grasp_m
+        if radius_at_grasp is not None and radius_at_grasp > 0.0:
+            change = float(rim.outer_radius_m) / float(radius_at_grasp) - 1.0
+            if not abs(change) <= MAX_RIM_RADIUS_CHANGE:
+                return (f"bucket tipped: the rim seen has a radius of {100 * float(rim.outer_radius_m):.1f} cm, "
+                        f"{100 * float(radius_at_grasp):.1f} cm at the grasp ({self.feedback_message})")
         ball = self.bb.ball_points_W
         if ball is not None and len(ball) >= 5:
             center = np.median(ball, axis=0)

@@ -30,7 +30,8 @@ with both grippers or hug the bucket between both arms; lift with the torso; car
         │       └── carry (Parallel)
         │           ├── lift, carry, lower       torso and base each at full speed (the base waits for the
         │           │                            lift only as long as the platform's edge needs), then down
-        │           ├── bucket follows?          check: rim rises with the torso, upright, ball inside
+        │           ├── bucket follows?          check: rim rises with the torso (not above the hands),
+        │           │                            same radius, upright, ball inside
         │           └── rim in grippers?         check (rim hold): no gripper closed on air
         ├── let go                               open both grippers, raise the torso, back off
         └── hold still
@@ -61,7 +62,8 @@ from .common import HoldStill, OperateGripper, StepTimeout, Tools
 MAX_ATTEMPTS = 3
 BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "bucket_height_m": None,
                      "ball_points_W": None, "platform_top_z_m": None, "platform_points_W": None, "hold": None,
-                     "rim_z_at_grasp_m": None, "torso_at_grasp_m": None, "carry_offset_W": None, "carry_delay_s": None,
+                     "rim_z_at_grasp_m": None, "torso_at_grasp_m": None, "rim_radius_at_grasp_m": None,
+                     "carry_offset_W": None, "carry_delay_s": None,
                      "carry_gripper": None, "lower_offset_W": None, "lower_in_carry": None,
                      "preshape_opening_m": None}
 
@@ -113,7 +115,7 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
         children=[carry_moves, BucketFollows("bucket follows?", tools), GrippersHolding("rim in grippers?", tools, held="rim", when=("hold", "rim"))],
     )
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
-        ReleaseAndBackOff("recover", tools, reset_keys=("rim_z_at_grasp_m", "hold")),
+        ReleaseAndBackOff("recover", tools, reset_keys=("rim_z_at_grasp_m", "rim_radius_at_grasp_m", "hold")),
         py_trees.composites.Selector("hold", memory=True, children=[pinch, hug]),
         PlanCarry("plan carry", tools),
         carry,

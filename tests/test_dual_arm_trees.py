@@ -386,13 +386,10 @@ def test_chair_centre_rides_with_the_hands_that_hold_it():
     np.testing.assert_allclose((X_WH_moved @ np.append(center_H, 1.0))[:3], expected, atol=1e-9)
 
 
-def test_bucket_follows_fails_only_when_views_in_a_row_show_the_problem():
-    """One or a few bad rim estimates (an arm across the rim: 50 degrees of tilt on an upright bucket) do not
-    fail the carry; the check fails when CONFIRM_VIEWS views in a row show the bucket tilted."""
+def _bucket_follows_check(rim_radius_at_grasp_m=None):
+    """The MoveBucket tree's "bucket follows?" node and a blackboard client that writes what it reads: the grasp's
+    rim at 0.3 m (and ``rim_radius_at_grasp_m``), the torso where it stands, no rim seen yet."""
     import py_trees
-    from py_trees.common import Status
-
-    from handleit.behaviors.bucket_nodes import CONFIRM_VIEWS
 
     robot = SimRobot(handleit.envs.make("MoveBucket", obs_mode="pointcloud", camera_width=64, camera_height=32))
     observation = robot.reset(seed=0)
@@ -401,10 +398,22 @@ def test_bucket_follows_fails_only_when_views_in_a_row_show_the_problem():
     check = next(n for n in solver.root.iterate() if n.name == "bucket follows?")
     bb = py_trees.blackboard.Client(name="test", namespace=solver.tools.namespace)
     for key, value in (("observation", observation), ("rim_z_at_grasp_m", 0.3),
+                       ("rim_radius_at_grasp_m", rim_radius_at_grasp_m),
                        ("torso_at_grasp_m", float(observation.qpos[solver.tools.base_index[3]])),
                        ("ball_points_W", None), ("rim", None)):
         bb.register_key(key, access=py_trees.common.Access.WRITE)
         bb.set(key, value, overwrite=True)
+    return check, bb
+
+
+def test_bucket_follows_fails_only_when_views_in_a_row_show_the_problem():
+    """One or a few bad rim estimates (an arm across the rim: 50 degrees of tilt on an upright bucket) do not
+    fail the carry; the check fails when CONFIRM_VIEWS views in a row show the bucket tilted."""
+    from py_trees.common import Status
+
+    from handleit.behaviors.bucket_nodes import CONFIRM_VIEWS
+
+    check, bb = _bucket_follows_check()
 
     def view(tilt_rad):
         return SimpleNamespace(height_m=0.3, center_W=np.array([1.0, 0.0, 0.3]), outer_radius_m=0.18,
@@ -418,6 +427,40 @@ def test_bucket_follows_fails_only_when_views_in_a_row_show_the_problem():
         statuses.append(check.update())  # a tick without a new view changes nothing
     assert statuses[:-2] == [Status.RUNNING] * (len(statuses) - 2)
     assert statuses[-2] == Status.FAILURE and "tilted" in check.feedback_message
+
+
+@pytest.mark.parametrize("height_m, radius_m, axis_z, why", [
+    (0.45, 0.18, 1.0, "turned in the hands"),  # the high side of a tipped bucket, read as its rim, 15 cm up
+    (0.31, 0.09, 1.0, "tipped: the rim seen has a radius of 9.0 cm, 18.0 cm at the grasp"),  # a wall's top
+    (0.30, 864.0, 1.0, "tipped: the rim seen has a radius"),  # a circle through a short, straight arc
+])
+def test_bucket_follows_fails_on_a_tipped_bucket_whose_rim_reads_as_upright(height_m, radius_m, axis_z, why):
+    """A hugged bucket that tips about the line between the hands (MoveBucket test seed 5 with the geometric
+    segmenter, 1000 steps) was read as upright: its rim estimate, from the part of the wall in view, had no tilt,
+    so the tree carried on and set down a bucket lying at 40-75 degrees. The rim rising above the hands, or a
+    radius unlike the grasp's, now fails the carry; an upright carry's estimates (within 1.2 cm and 0.01 m) do
+    not."""
+    from py_trees.common import Status
+
+    from handleit.behaviors.bucket_nodes import CONFIRM_VIEWS
+
+    check, bb = _bucket_follows_check(rim_radius_at_grasp_m=0.18)
+
+    def view(h, r, z):
+        return SimpleNamespace(height_m=h, center_W=np.array([1.0, 0.0, h]), outer_radius_m=r,
+                               axis_W=np.array([math.sqrt(1.0 - z * z), 0.0, z]))
+
+    check.initialise()
+    upright = [view(0.3 + dz, 0.18 + dr, 1.0) for dz, dr in ((0.012, 0.01), (-0.012, -0.01), (0.0, 0.0))]
+    for rim in upright * CONFIRM_VIEWS:  # an upright carry's spread of estimates never fails
+        bb.rim = rim
+        assert check.update() == Status.RUNNING
+    statuses = []
+    for _ in range(CONFIRM_VIEWS):
+        bb.rim = view(height_m, radius_m, axis_z)
+        statuses.append(check.update())
+    assert statuses == [Status.RUNNING] * (CONFIRM_VIEWS - 1) + [Status.FAILURE]
+    assert why in check.feedback_message
 
 
 def test_fastest_hold_bounds_pregrasp_solves_and_chooses_as_the_exhaustive_search():
