@@ -443,10 +443,10 @@ class BucketFollows(Skill):
             return f"bucket tilted: {self.feedback_message}"
         radius_at_grasp = self.bb.rim_radius_at_grasp_m
         if radius_at_grasp is not None and radius_at_grasp > 0.0:
-            change = float(rim.outer_radius_m) / float(radius_at_grasp) - 1.0
-            if not abs(change) <= MAX_RIM_RADIUS_CHANGE:
-                return (f"bucket tipped: the rim seen has a radius of {100 * float(rim.outer_radius_m):.1f} cm, "
-                        f"{100 * float(radius_at_grasp):.1f} cm at the grasp ({self.feedback_message})")
+            radius = float(rim.outer_radius_m)
+            if not abs(radius / radius_at_grasp - 1.0) <= MAX_RIM_RADIUS_CHANGE:  # a NaN radius fails too
+                return (f"bucket tipped: the rim seen has a radius of {100 * radius:.1f} cm, "
+                        f"{100 * radius_at_grasp:.1f} cm at the grasp ({self.feedback_message})")
         ball = self.bb.ball_points_W
         if ball is not None and len(ball) >= 5:
             center = np.median(ball, axis=0)
