@@ -11,6 +11,9 @@ view) is tried again every ``RETRY_EVERY_TICKS`` ticks, as the arms move into it
 calibrated cameras) is a calibration too: nothing is changed. Always SUCCESS: a camera left uncalibrated is
 what the trees had before, and the grasp and hold corrections at the hands (camera_correction.py) still apply.
 
+A camera on a hand (its centre within ``ON_HAND_M`` of a tool centre) is not fitted: its error rides on the arm,
+not on the base, and the hand-eye corrections at the hands (camera_correction.py) take what the arm's adds.
+
 Cameras are told apart by where they sit on the base (their centres in the base frame), not by their index in
 a cloud: a driver may list them in another order from one cloud to the next (over ROS the index follows the
 order in which the viewpoints first appear).
@@ -52,6 +55,7 @@ MAX_TRANSLATION_STD_M = 0.004
 # real time), each fitted again in the planning worker ahead of the tree's plans.
 SAME_CAMERA_M = 0.25
 SAME_CAMERA_DEG = 50.0
+ON_HAND_M = 0.2  # a camera centre this close to a tool centre rides on the hand (the Panda's: 11 cm from it)
 MEAN_RAY_STRIDE = 8  # a camera's mean ray (which camera it is) from every 8th point of the cloud
 
 
@@ -90,8 +94,9 @@ class CalibrateCameras(Skill):
         return self._fit(obs, cameras)
 
     def _camera_ids(self, obs: Observation) -> tuple[list[int], np.ndarray]:
-        """For each of the observation's cameras, its identity (an index into ``cameras_B``), and its number of
-        finite points. One pass over the cloud, the mean rays from a sample (every tick: it is on the tick's path)."""
+        """For each of the observation's cameras, its identity (an index into ``cameras_B``; -1 for a camera on a
+        hand, never fitted), and its number of finite points. One pass over the cloud, the mean rays from a sample
+        (every tick: it is on the tick's path)."""
         X_BW = np.linalg.inv(obs.X_WB)
         origins_W = np.asarray(obs.sensor_origins, dtype=np.float64)
         finite = finite_rows(obs.points)
@@ -104,7 +109,11 @@ class CalibrateCameras(Skill):
                          for k in range(3)], axis=1)
         sample_counts = np.bincount(index, minlength=len(origins_W))[:len(origins_W)]
         ids = []
+        tools_W = [X[:3, 3] for X in obs.X_WT.values()]
         for c, origin_W in enumerate(origins_W):
+            if any(np.linalg.norm(origin_W - p) < ON_HAND_M for p in tools_W):
+                ids.append(-1)
+                continue
             p_B = X_BW[:3, :3] @ origin_W + X_BW[:3, 3]
             # the mean ray of its points
             look_W = sums[c] / sample_counts[c] - origin_W if sample_counts[c] else np.zeros(3)
@@ -156,7 +165,7 @@ class CalibrateCameras(Skill):
                 self.feedback_message = f"calibration failed: {error}"
         ids, counts = self._camera_ids(obs)
         pending = {cid: c for c, cid in enumerate(ids)
-                   if cid not in self.corrections_B and self.tries.get(cid, 0) < MAX_TRIES}
+                   if cid >= 0 and cid not in self.corrections_B and self.tries.get(cid, 0) < MAX_TRIES}
         if pending and self._job is None and self.bb.tick % RETRY_EVERY_TICKS == 0:
             cameras = {cid: c for cid, c in pending.items() if counts[c]}
             if cameras:

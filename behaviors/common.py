@@ -362,14 +362,17 @@ class MoveToConfiguration(Skill):
     around a handle), else FAILURE (blocked). ``preshape_margin_m``: on the first attempt, set the fingers to
     the planned grasp's opening plus this margin on the way instead of ``gripper`` (a short close at the
     handle, for short episodes); a retry comes in with ``gripper`` (wide open: narrow fingers stall on the
-    handle more often).
+    handle more often). ``gripper_key``: a blackboard key whose value, when not None, is the gripper's command
+    instead (a plan's choice).
     """
 
     def __init__(self, name, tools, target_key: str, pose_key: str, lateral_tolerance_m=0.01,
                  axial_tolerance_m=0.01, angle_tolerance_rad=0.05, base_tolerance_m=0.03, gripper="open",
                  patience=12, accept_stall_m=0.0, accept_stall_axial_m=0.0, speed_fraction=0.9,
-                 tolerance_key: str | None = None, preshape_margin_m: float | None = None):
+                 tolerance_key: str | None = None, preshape_margin_m: float | None = None,
+                 gripper_key: str | None = None):
         reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
+        reads += (gripper_key,) if gripper_key else ()
         reads += ("grasp", "attempt") if preshape_margin_m is not None else ()
         super().__init__(name, tools, reads=reads, writes=("command", "reference"))
         self.tolerance_key = tolerance_key  # optional per-axis tolerances (m) in the goal's frame
@@ -379,7 +382,7 @@ class MoveToConfiguration(Skill):
         self.gripper, self.accept_stall_m = gripper, accept_stall_m
         self.progress = ProgressWatch(patience)
         self.accept_stall_axial_m = accept_stall_axial_m
-        self.preshape_margin_m = preshape_margin_m
+        self.preshape_margin_m, self.gripper_key = preshape_margin_m, gripper_key
         self.reference = JointReference(tools, speed_fraction)
 
     def initialise(self):
@@ -424,6 +427,8 @@ class MoveToConfiguration(Skill):
         gripper = self.gripper
         if self.preshape_margin_m is not None and self.bb.grasp is not None and not self.bb.attempt:
             gripper = min(self.bb.grasp.width_m + self.preshape_margin_m, tools.model.gripper_max_opening_m)
+        if self.gripper_key and self.bb.get(self.gripper_key) is not None:
+            gripper = self.bb.get(self.gripper_key)
         self.send(qvel, gripper)
         return Status.RUNNING
 

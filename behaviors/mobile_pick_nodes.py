@@ -27,6 +27,7 @@ import math
 import numpy as np
 from py_trees.common import Status
 
+from handleit.perception.antipodal_grasps import evaluate_grasp_poses
 from handleit.perception.handle_grasps import flipped_grasp_pose, pregrasp_pose
 from handleit.perception.place_targets import (
     DrawerInterior,
@@ -39,10 +40,15 @@ from handleit.perception.place_targets import (
     free_spot_on_table,
     standoff_base_xy_yaw,
 )
-from handleit.perception.tabletop_objects import TabletopObject, estimate_support_height, estimate_tabletop_object
+from handleit.perception.tabletop_objects import (
+    TabletopObject,
+    estimate_support_height,
+    estimate_tabletop_object,
+    top_down_grasps,
+)
 from handleit.planning.base_routes import route_around_rectangles, segment_hits_rectangle
 from handleit.poses import rotation_of_yaw
-from handleit.types import Observation
+from handleit.types import Grasp, Observation
 
 from .background import BackgroundPlanning
 from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, ik_base_held, wrist_roll_starts
@@ -87,7 +93,7 @@ MOBILE_PICK_BLACKBOARD = {
     "place_goal_W": None, "q_base": None, "q_raise": None, "q_lift": None, "X_WG_lift": None, "q_above": None,
     "X_WG_above": None, "q_release": None, "X_WG_release": None, "q_retreat": None, "X_WG_retreat": None,
     "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None, "q_tuck": None,
-    "cabinet_footprint": None,
+    "cabinet_footprint": None, "q_look": None, "q_look_raise": None, "look_interior": None, "grasp_opening": None,
 }
 
 
@@ -385,11 +391,12 @@ TUCK_B_M = (0.5, -0.2)  # the hand's tuck for carrying: this far ahead and to th
 
 class PlanTuck(Skill):
     """The arm and torso tucked for a drive with the object held: the hand :data:`TUCK_B_M` from the base (at
-    its height, its orientation kept), so that the arm does not sweep a metre out as the base turns. IK with
-    the base fixed; writes ``q_tuck``. FAILURE: no IK."""
+    its height, its orientation kept, or, after a look from the hand, turned about the vertical where IK finds
+    none so), so that the arm does not sweep a metre out as the base turns. IK with the base fixed; writes
+    ``q_tuck``. FAILURE: no IK."""
 
     def __init__(self, name, tools):
-        super().__init__(name, tools, reads=("observation",), writes=("q_tuck",))
+        super().__init__(name, tools, reads=("observation", "look_interior"), writes=("q_tuck",))
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -398,7 +405,12 @@ class PlanTuck(Skill):
         X_tuck = X_WT.copy()
         X_tuck[:2, 3] = obs.X_WB[:2, 3] + obs.X_WB[:2, :2] @ np.asarray(TUCK_B_M)
         X_tuck[2, 3] = max(X_WT[2, 3], 0.5)
-        result = ik_base_held(tools, obs.qpos, X_tuck)
+        # Its turn kept; after a pick seen from the hand (low in a drawer), else turned about the vertical.
+        for yaw in LOOK_YAWS_RAD if self.bb.look_interior is not None else (0.0,):
+            X_tuck[:3, :3] = rotation_of_yaw(yaw) @ X_WT[:3, :3]
+            result = ik_base_held(tools, obs.qpos, X_tuck)
+            if result.success:
+                break
         if not result.success:
             return self.fail(f"no IK for the tuck: {result.message}")
         self.bb.q_tuck = result.q
@@ -425,8 +437,10 @@ class MoveJoints(Skill):
         obs: Observation = self.bb.observation
         q_target = self.bb.get(self.target_key)
         c = self.tools.controlled
-        error = float(np.max(np.abs((q_target - obs.qpos)[c])))
-        self.feedback_message = f"{error:.3f} from the target"
+        errors = np.abs((q_target - obs.qpos)[c])
+        error = float(np.max(errors))
+        self.feedback_message = (f"{error:.3f} from the target "
+                                 f"({self.tools.model.joint_names[int(c[int(np.argmax(errors))])]})")
         qvel, arrived = self.reference.follow(q_target, obs, self.bb)
         if error < self.tolerance and arrived:
             return Status.SUCCESS
@@ -456,9 +470,142 @@ def _keep_out(target_W: np.ndarray, top: TableTop | None, body_m: float = BODY_C
     return (np.asarray(target_W, dtype=np.float64), max(edge, 0.0) + body_m)
 
 
+LOOK_ABOVE_FLOOR_M = 0.30  # the hand's camera looks into a drawer with the tool centre this high above its floor
+LOOK_YAWS_RAD = (0.0, math.pi / 2, -math.pi / 2, math.pi)  # the hand's turns about the vertical tried for the look
+LOOK_SETTLE_STEPS = 20  # at the look pose, hold still at least this many ticks for the hand's view
+LOOK_WAIT_S = 1.0  # ... and at most this long for the object in it
+
+
+DRAWER_PRESHAPE_M = 0.02  # in a drawer the fingers come in this much wider than the grasp (1 cm a side)
+FRONT_DISC_M = 2.0  # the half-plane beyond a drawer's front, for IK's disc-shaped keep-out: a disc this wide
+
+
+def _front_keep_out(interior: DrawerInterior, clearance_m: float = BODY_CLEARANCE_M):
+    """(p_W, radius): IK's keep-out for the base origin, standing for the half-plane ``clearance_m`` beyond the
+    open drawer's front (its box and the cabinet behind it): a disc of radius ``FRONT_DISC_M`` + ``clearance_m``
+    centred ``FRONT_DISC_M`` behind the front. 0.4 m to the side its edge comes 4 cm nearer the front."""
+    centre = np.asarray(interior.front_W, dtype=np.float64) - FRONT_DISC_M * np.asarray(interior.outward_W)
+    return (centre, FRONT_DISC_M + clearance_m)
+
+
+def _on_table(obj: TabletopObject | None, top: TableTop | None) -> bool:
+    return (obj is not None and top is not None
+            and bool(np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m)))
+
+
+def _hand_camera_indices(obs: Observation, side: str) -> np.ndarray:
+    """Indices of the cameras (``Observation.sensor_origins``) that ride on ``side``'s hand: their centre within
+    0.2 m of its tool centre. Empty where the observation names no camera centres."""
+    if obs.sensor_origins is None or side not in obs.X_WT:
+        return np.zeros(0, dtype=int)
+    distance = np.linalg.norm(np.asarray(obs.sensor_origins, dtype=np.float64) - obs.X_WT[side][:3, 3], axis=1)
+    return np.flatnonzero(distance < 0.2)
+
+
+class ObjectOnTable(Skill):
+    """Check: the object's estimate lies on the table top seen (SUCCESS), else FAILURE (in a drawer, or not
+    seen): whether the pick must first look into a drawer from the hand."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("object", "table_top"), writes=())
+
+    def update(self):
+        if _on_table(self.bb.object, self.bb.table_top):
+            self.feedback_message = "on the table"
+            return Status.SUCCESS
+        self.feedback_message = "not seen" if self.bb.object is None else "not on the table"
+        return Status.FAILURE
+
+
+class PlanHandLook(BackgroundPlanning, Skill):
+    """Where the hand's camera looks straight down into the open drawer: the tool centre
+    ``LOOK_ABOVE_FLOOR_M`` above the drawer's floor, over the object's estimate (or, unseen, the middle of the
+    drawer's opening seen), the hand pointing down; whole-body IK, the base kept beyond the drawer's front.
+    Writes ``q_look``, ``q_look_raise`` (its arm and torso, the base where it is: raise the arm, then drive) and
+    ``look_interior`` (the drawer's interior seen from here, with its handle: where its front is, for the grasp's
+    plan once the hand hides the handle). FAILURE saying why: no drawer interior seen, or no IK."""
+
+    def __init__(self, name, tools):
+        super().__init__(name, tools, reads=("observation", "object"),
+                         writes=("q_look", "q_look_raise", "look_interior"))
+
+    def snapshot(self) -> dict:
+        return {"observation": self.bb.observation, "object": self.bb.object}
+
+    def plan(self, snap: dict):
+        obs: Observation = snap["observation"]
+        obj: TabletopObject | None = snap["object"]
+        tools = self.tools
+        try:
+            interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
+                                                handle_points_W=obs.points[_mask(obs, "target_handle")])
+        except PlaceTargetError as error:
+            return "fail", f"no drawer interior to look into: {error}"
+        target_W = np.array(interior.center_W if obj is None else obj.center_W, dtype=np.float64)
+        target_W[2] = interior.floor_z + LOOK_ABOVE_FLOOR_M
+        keep_out = _front_keep_out(interior)
+        starts = wrist_roll_starts(tools, obs.qpos)
+        heading = math.atan2(obs.X_WB[1, 0], obs.X_WB[0, 0])
+        for yaw in LOOK_YAWS_RAD:
+            X_WL = np.eye(4)
+            # z (the approach, along which the hand's camera looks) straight down; x along the turned heading.
+            X_WL[:3, :3] = rotation_of_yaw(heading + yaw) @ np.diag([1.0, -1.0, -1.0])
+            X_WL[:3, 3] = target_W
+            look = tools.ik.solve(obs.qpos, {tools.side: X_WL}, initial_guesses=starts, base_keep_out=keep_out)
+            if look.success:
+                where = "over the object seen" if obj is not None else "the object unseen"
+                return "plan", (*_base_split(tools, obs.qpos, look.q), interior,
+                                f"hand {np.round(target_W, 2)}, looking down ({where})")
+        return "fail", f"no IK for a look down from {np.round(target_W, 2)}"
+
+    def apply(self, result):
+        kind, value = result
+        if kind == "fail":
+            self.bb.look_interior = None  # no look now: the grasp's plan must not take the last one's drawer
+            return self.fail(value)
+        self.bb.q_look_raise, self.bb.q_look, self.bb.look_interior, self.feedback_message = value
+        return Status.SUCCESS
+
+
+class SeenFromHand(Skill):
+    """Check: holds still at the look pose at least ``LOOK_SETTLE_STEPS`` ticks, then SUCCESS once the hand's
+    camera sees ``MIN_OBJECT_POINTS`` of the object; after ``LOOK_WAIT_S``, SUCCESS if the object is seen at all
+    (the base's cameras), saying that the hand saw none, else FAILURE."""
+
+    def __init__(self, name, tools, object_mask: str = "object"):
+        super().__init__(name, tools, reads=("observation", "object"), writes=("command",))
+        self.object_mask = object_mask
+
+    def initialise(self):
+        self.ticks, self.q_hold = 0, None
+
+    def update(self):
+        obs: Observation = self.bb.observation
+        if self.q_hold is None:
+            self.q_hold = obs.qpos.copy()
+        self.ticks += 1
+        cameras = _hand_camera_indices(obs, self.tools.side)
+        seen = _mask(obs, self.object_mask)
+        if obs.sensor_index is not None and len(cameras):
+            seen = seen & np.isin(obs.sensor_index, cameras)
+        n = int(seen.sum())
+        self.feedback_message = f"{n} object points from the hand's camera"
+        if self.ticks >= LOOK_SETTLE_STEPS and n >= MIN_OBJECT_POINTS:
+            return Status.SUCCESS
+        if self.ticks * self.tools.model.control_dt_s >= LOOK_WAIT_S:
+            if self.bb.object is not None:
+                self.feedback_message = f"the hand's camera saw {n} object points: the base cameras' view it is"
+                return Status.SUCCESS
+            return self.fail(f"no object point from the hand's camera nor the base's ({n})")
+        self.send(self.tools.pid.step(self.q_hold, obs.qpos), "open")
+        return Status.RUNNING
+
+
 class PlanMobileGrasp(BackgroundPlanning, Skill):
     """Antipodal grasps on the object's points (the tree's grasp predictor, ranked; those approaching from
-    above or at an angle, at least 30 degrees below horizontal), then the first for which whole-body IK finds
+    above or at an angle, at least 30 degrees below horizontal; after a look from the hand, where there are none,
+    as when only the object's top is seen, straight down across its footprint: ``top_down_grasps``), then the
+    first for which whole-body IK finds
     the pregrasp (base free, its origin kept off the table: a disc about the object out to the nearest table
     edge plus the body's clearance), the grasp and the lift (arm alone from the pregrasp). FAILURE ("no
     reachable grasp") saying how many failed where."""
@@ -467,15 +614,15 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         """``grasp_predictor``: a predictor of its own (a tree whose ``tools.grasp_predictor`` grasps handles,
         as the goal trees' open skill does); None: ``tools.grasp_predictor``."""
         super().__init__(name, tools, reads=("observation", "object", "support_z", "table_top", "attempt",
-                                             "failed_grasps"),
+                                             "failed_grasps", "look_interior"),
                          writes=("grasp", "X_WG_pregrasp", "X_WG_grasp", "q_pregrasp", "q_grasp", "q_lift",
-                                 "X_WG_lift", "q_raise", "target_at_grasp"))
+                                 "X_WG_lift", "q_raise", "target_at_grasp", "grasp_opening"))
         self.object_mask = object_mask
         self.grasp_predictor = grasp_predictor
 
     def snapshot(self) -> dict:
         return {"observation": self.bb.observation, "object": self.bb.object, "support_z": self.bb.support_z,
-                "table_top": self.bb.table_top, "attempt": int(self.bb.attempt)}
+                "table_top": self.bb.table_top, "attempt": int(self.bb.attempt), "look_interior": self.bb.look_interior}
 
     def plan(self, snap: dict):
         obs: Observation = snap["observation"]
@@ -497,43 +644,90 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         except ValueError as error:
             return "fail", f"grasp predictor: {error}"
         grasps = [g for g in grasps if -g.X_WG[2, 2] >= MIN_DOWN_COS][:MAX_GRASPS]
+        source = "predicted"
+        if not grasps and snap["look_interior"] is not None:
+            # Only the top seen (an object low in a drawer, seen from the hand's camera; the sides behind the
+            # drawer's walls): no antipodal pair to sample. Close straight down across the footprint instead.
+            grasps, source = top_down_grasps(obj, tools.model.gripper_max_opening_m), "footprint"
+            if grasps:  # those whose fingers, coming straight down, touch no other point seen (a drawer's walls)
+                others = points[~masks["target"] & ~masks["robot"]]
+                check = evaluate_grasp_poses(np.stack([g.X_WG for g in grasps]), obj.points_W,
+                                             obstacle_points_W=others, table_z=snap["support_z"],
+                                             clearance_m=0.5 * DRAWER_PRESHAPE_M, approach_distance_m=0.2)
+                free = [Grasp(X_WG=check.X_WG[i], width_m=g.width_m, score=g.score)
+                        for i, g in enumerate(grasps) if not check.collides[i] and not check.below_table[i]]
+                grasps = free or grasps
         if not grasps:
-            return "fail", "no grasp from above fits the object's points"
+            tried = f" (nor across its footprint, {np.round(100 * obj.footprint_extent_m, 1)} cm)"
+            return "fail", "no grasp from above fits the object's points" + ("" if source == "predicted" else tried)
         keep_out = _keep_out(obj.center_W, snap["table_top"])
         top = snap["table_top"]
+        clear_z = None  # in a drawer, after a look: the height its walls' rim sets for the pregrasp and the lift
+        looked = False  # the hand's camera looked into the drawer from over the object
         if top is None or not np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m):
             # Not on the table: in a drawer. The base keeps beyond the drawer's front (the table's edge rule
             # would let it drive into the drawer), when the drawer's inside is seen.
             try:
                 interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
                                                     handle_points_W=obs.points[_mask(obs, "target_handle")])
+            except PlaceTargetError:
+                interior = None
+            # After a look from the hand's camera: the drawer as seen before it (with its handle, which the hand
+            # may hide now); the base kept beyond the drawer's front line, the hand in and out over its rim.
+            looked = snap["look_interior"] is not None
+            if looked:
+                interior = snap["look_interior"]
+                keep_out = _front_keep_out(interior)
+                clear_z = interior.rim_z + ABOVE_RIM_M
+            elif interior is not None:
                 front_m = float(np.linalg.norm(interior.front_W[:2] - obj.center_W[:2]))
                 keep_out = (np.asarray(obj.center_W, dtype=np.float64), front_m + BODY_CLEARANCE_M)
-            except PlaceTargetError:
-                pass
         starts = wrist_roll_starts(tools, obs.qpos)
         counts = {"pregrasp": 0, "grasp": 0, "lift": 0}
         base = tools.model.base_joint_names
         for grasp in grasps:
-            for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
-                X_WP = pregrasp_pose(X_WG, PREGRASP_M)
-                pre = tools.ik.solve(obs.qpos, {tools.side: X_WP}, initial_guesses=starts, base_keep_out=keep_out)
+            twins = (grasp.X_WG, flipped_grasp_pose(grasp.X_WG))
+            if looked:  # the hand over the object already: the twin nearer its present turn first
+                R_WT = obs.X_WT[tools.side][:3, :3]
+                twins = sorted(twins, key=lambda X: -float(np.trace(R_WT.T @ X[:3, :3])))
+            for X_WG in twins:
+                back_m = PREGRASP_M
+                if clear_z is not None:  # the hand comes in over the drawer's walls, not through them
+                    back_m = max(back_m, (clear_z - X_WG[2, 3]) / max(-X_WG[2, 2], MIN_DOWN_COS))
+                X_WP = pregrasp_pose(X_WG, back_m)
+                pre = None
+                if looked:  # the hand over the object already: reach down from where the base stands
+                    pre = tools.ik.solve(obs.qpos, {tools.side: X_WP}, initial_guesses=starts, fixed_joints=base[:3])
+                if pre is None or not pre.success:
+                    pre = tools.ik.solve(obs.qpos, {tools.side: X_WP}, initial_guesses=starts,
+                                         base_keep_out=keep_out)
                 if not pre.success:
                     counts["pregrasp"] += 1
                     continue
-                final = tools.ik.solve(pre.q, {tools.side: X_WG}, fixed_joints=base)
+                held = base
+                final = tools.ik.solve(pre.q, {tools.side: X_WG}, fixed_joints=held)
+                if not final.success and looked:
+                    # Low in a drawer the arm alone does not reach 10 cm further down: the torso lowers too
+                    # (straight down, along a grasp from above), the planar base still held.
+                    held = base[:3]
+                    final = tools.ik.solve(pre.q, {tools.side: X_WG}, fixed_joints=held)
                 if not final.success:
                     counts["grasp"] += 1
                     continue
-                X_lift = _up(X_WG, LIFT_M)
-                lift = tools.ik.solve(final.q, {tools.side: X_lift}, fixed_joints=base)
+                # Lifted clear of the drawer's rim (the object's bottom ABOVE_RIM_M over it), or LIFT_M.
+                X_lift = _up(X_WG, LIFT_M if clear_z is None else max(LIFT_M, clear_z - obj.support_z))
+                lift = tools.ik.solve(final.q, {tools.side: X_lift}, fixed_joints=held)
                 if not lift.success:
                     counts["lift"] += 1
                     continue
                 q_raise, _ = _base_split(tools, obs.qpos, pre.q)
-                why = (f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 3)}, approach "
+                why = (f"{source} grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 3)}, approach "
                        f"{np.round(X_WG[:3, 2], 2)}")
-                return "plan", (grasp, X_WG, X_WP, pre.q, final.q, lift.q, X_lift, q_raise, obj, why)
+                # Among a drawer's walls (after a look) the fingers come in opened to the grasp's width and a
+                # margin, not wide.
+                opening = (None if clear_z is None
+                           else min(grasp.width_m + DRAWER_PRESHAPE_M, tools.model.gripper_max_opening_m))
+                return "plan", (grasp, X_WG, X_WP, pre.q, final.q, lift.q, X_lift, q_raise, obj, opening, why)
         return "fail", (f"no reachable grasp: {len(grasps)} grasps (and their turned twins), IK failed at the "
                         f"pregrasp {counts['pregrasp']}, grasp {counts['grasp']}, lift {counts['lift']} times")
 
@@ -541,8 +735,9 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         kind, value = result
         if kind == "fail":
             return self.fail(value)
-        grasp, X_WG, X_WP, q_pre, q_grasp, q_lift, X_lift, q_raise, obj, why = value
+        grasp, X_WG, X_WP, q_pre, q_grasp, q_lift, X_lift, q_raise, obj, bb_opening, why = value
         bb = self.bb
+        bb.grasp_opening = bb_opening
         bb.grasp, bb.X_WG_grasp, bb.X_WG_pregrasp, bb.q_pregrasp, bb.q_grasp = grasp, X_WG, X_WP, q_pre, q_grasp
         bb.q_lift, bb.X_WG_lift, bb.q_raise, bb.target_at_grasp = q_lift, X_lift, q_raise, obj
         self.feedback_message = why

@@ -8,9 +8,16 @@ with their predicates); ``hold=True`` adds a final hold, for running one alone a
         └── attempt (Sequence, memory)
             ├── recover                         after a failure: open, raise the hand, skip the failed grasp
             ├── drive to the object in time?    base to a far stand-off off the table's edge (arm held)
+            ├── look from the hand (Selector)   robots with a camera on the hand only
+            │   ├── object on the table?        check: then the base's cameras see it
+            │   ├── look into the drawer        the hand (IK) over the object or the drawer's middle, looking
+            │   │                               down: arm raised, then the base in; "object seen from the
+            │   │                               hand?" (waits 1 s)
+            │   └── without the hand's view     a look that failed: go on with the base's cameras
             ├── object seen?                    check: the object's points (waits 1 s for them)
-            ├── plan grasp (whole-body IK)      antipodal grasps from above; IK pregrasp (base kept off the
-            │                                   table), grasp and lift (arm alone)
+            ├── plan grasp (whole-body IK)      antipodal grasps from above (only the top seen: across the
+            │                                   footprint); IK pregrasp (base kept off the table), grasp and
+            │                                   lift (arm alone)
             ├── raise arm in time?              arm and torso to the pregrasp posture, base where it is
             ├── drive to pregrasp in time?      base in, arm held
             ├── grasp in time?                  straight in along the approach
@@ -53,10 +60,12 @@ from .mobile_pick_nodes import (
     Lifted,
     MoveJoints,
     ObjectLeftBehind,
+    ObjectOnTable,
     ObjectSeen,
     PerceiveObject,
     PerceivePlaceRegion,
     PlaceRegionSeen,
+    PlanHandLook,
     PlanMobileGrasp,
     PlanPlace,
     PlanRetreat,
@@ -64,6 +73,7 @@ from .mobile_pick_nodes import (
     RecordHeldObject,
     Released,
     ReplanArmFromBase,
+    SeenFromHand,
 )
 from .object_in_gripper import ObjectInGripper
 from .pick_nodes import Recover, seconds_to_steps
@@ -93,12 +103,29 @@ def create_pick_tree(tools: Tools, object_mask: str = "object", table_mask: str 
     grasp = MoveToConfiguration(
         "move in along the approach", tools, "q_grasp", "X_WG_grasp", lateral_tolerance_m=0.006,
         axial_tolerance_m=0.006, angle_tolerance_rad=0.05, base_tolerance_m=0.03, patience=10,
-        accept_stall_m=0.01, accept_stall_axial_m=0.015, speed_fraction=0.3)
+        accept_stall_m=0.01, accept_stall_axial_m=0.015, speed_fraction=0.3, gripper_key="grasp_opening")
     lift = _with_object_check("lift", tools, [MoveJoints("lift straight up", tools, "q_lift", gripper="close",
                                                          speed_fraction=0.3)], object_mask)
+    # A robot with a camera on its hand looks into a drawer from above before it plans the grasp: the base's
+    # cameras, 1.5 m up, see over a low drawer's front wall only part of the way in (SetTable).
+    look = []
+    if tools.side in tools.model.hand_camera_sides:
+        look = [py_trees.composites.Selector("look from the hand", memory=True, children=[
+            ObjectOnTable("object on the table?", tools),
+            py_trees.composites.Sequence("look into the drawer", memory=True, children=[
+                PlanHandLook("plan the look (IK)", tools),
+                _timed("raise arm to look in time?", MoveJoints("raise arm to look", tools, "q_look_raise"), tools,
+                       5.0),
+                _timed("hand over the drawer in time?", MoveJoints("hand over the drawer", tools, "q_look",
+                                                                   tolerance=0.015), tools, 8.0),
+                SeenFromHand("object seen from the hand?", tools, object_mask)]),
+            # A look that cannot be planned or made (no drawer in view, a blocked arm) is no reason to give up:
+            # the pick goes on with what the base's cameras see.
+            py_trees.behaviours.Success("without the hand's view")])]
     attempt = py_trees.composites.Sequence("attempt", memory=True, children=[
         Recover("recover", tools),
         _timed("drive to the object in time?", ApproachStandoff("drive to the object", tools, "object"), tools, 12.0),
+        *look,
         ObjectSeen("object seen?", tools, object_mask),
         PlanMobileGrasp("plan grasp (whole-body IK)", tools, object_mask, grasp_predictor),
         _timed("raise arm in time?", MoveJoints("raise arm", tools, "q_raise"), tools, 5.0),

@@ -68,7 +68,7 @@ FRONT_TIMEOUT_STEPS = 2000
 PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None, "cabinet_front_W": None}
 # Forgotten when a pick starts (again): what the last pick saw, planned and held.
 PICK_KEYS = {"object": None, "support_z": None, "grasped": False, "clamped_gap_m": None, "held_points_G": None,
-             "target_at_grasp": None, "failed_grasps": []}
+             "target_at_grasp": None, "failed_grasps": [], "look_interior": None, "grasp_opening": None}
 # Forgotten when a place starts (again): the region and the plan of the last place.
 PLACE_KEYS = {"place_region": None, "place_error": None, "place_goal_W": None}
 # Failed runs of one skill per episode before the composition gives it up (behaviors/backchaining.py's

@@ -25,6 +25,8 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=200)
     parser.add_argument("--perturb", default="")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--episode-timeout", type=float, default=600.0,
+                        help="wall seconds an episode may take before it is recorded as failed (default 600)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     try:
@@ -37,7 +39,8 @@ def main() -> None:
     specs = [s for s in episode_specs(args.task, args.split, wanted[-1] + 1, args.solver, args.max_steps, 0, (),
                                       out / "videos", segmenter=args.segmenter, perturb=args.perturb)
              if s.index in wanted]
-    records = run_episodes(specs, out / "records.jsonl", workers=args.workers, resume=True)
+    records = run_episodes(specs, out / "records.jsonl", workers=args.workers, resume=True,
+                           episode_timeout_s=args.episode_timeout)
     for r in sorted(records, key=lambda r: r.index):
         print(f"episode {r.index} seed {r.seed} {r.model_id}: {'success' if r.success else 'failure'}, "
               f"{r.steps} steps, failed node {r.failed_node}")

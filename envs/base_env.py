@@ -23,8 +23,8 @@ import numpy as np
 import sapien
 from gymnasium import spaces
 
-from .cameras import (CameraConfig, CameraRig, color_uint8, depth_image, extrinsic_cv, fuse_point_cloud,
-                      mobile_base_cameras, sensor_origins)
+from .cameras import (CameraConfig, MountedCameras, color_uint8, depth_image, extrinsic_cv, fuse_point_cloud,
+                      hand_camera as hand_camera_config, mobile_base_cameras, sensor_origins)
 from .collision_groups import ROBOT_BIT, add_ignore_bit
 from .controllers import CONTROL_MODES, ControlConfig, make_controller
 from .mobile_panda import MobilePanda
@@ -63,6 +63,7 @@ class MobileManipulationEnv(gym.Env):
         camera_width: int = 400,
         camera_height: int = 160,
         cameras: tuple[CameraConfig, ...] | None = None,
+        hand_camera: bool = False,
         pointcloud_frame: str = "world",
         control_config: ControlConfig | None = None,
         render_mode: str | None = None,
@@ -70,9 +71,12 @@ class MobileManipulationEnv(gym.Env):
         target_marker_rgb: tuple[float, float, float] | None = None,
         prompt_noise_m: float = DEFAULT_PROMPT_NOISE_M,
     ):
-        """``target_marker_rgb``: paint a marker of this colour on the target (``envs/markers.py``; None: no
-        marker, the scene unchanged); ``prompt_noise_m``: std (m) of the noise on the operator's prompt,
-        ``obs["extra"]["target_prompt_point"]`` and ``["target_prompt_box"]`` (``envs/target_prompts.py``)."""
+        """``cameras``: the robot's cameras (default the three of ManiSkill1's mobile base, ``camera_width`` x
+        ``camera_height``); ``hand_camera``: add ManiSkill2's hand camera on each arm's hand (128x128,
+        ``envs/cameras.py``); ``target_marker_rgb``: paint a marker of this colour on the target
+        (``envs/markers.py``; None: no marker, the scene unchanged); ``prompt_noise_m``: std (m) of the noise
+        on the operator's prompt, ``obs["extra"]["target_prompt_point"]`` and ``["target_prompt_box"]``
+        (``envs/target_prompts.py``)."""
         if obs_mode not in OBS_MODES:
             raise ValueError(f"unknown obs_mode {obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
         if control_mode not in CONTROL_MODES:
@@ -98,6 +102,10 @@ class MobileManipulationEnv(gym.Env):
         self.camera_configs = cameras if cameras is not None else mobile_base_cameras(camera_width, camera_height)
         self.control_config = control_config or ControlConfig()
         self.description = self._robot_description()
+        if hand_camera:
+            self.camera_configs = tuple(self.camera_configs) + tuple(
+                hand_camera_config(self.description.hand_link_name(side), name=f"{side}_hand_camera")
+                for side in self.description.sides)
         # Sensor and odometry errors on what the env reports (envs/sensor_model.py); never on the physics.
         self.sensor_perturbation = as_perturbation(sensor_perturbation)
         self._sensor = SensorPerturber(self.sensor_perturbation) if self.sensor_perturbation.active else None
@@ -182,7 +190,7 @@ class MobileManipulationEnv(gym.Env):
         self.robot = MobilePanda(scene, self.description)
         self.controller = make_controller(self.control_mode, self.robot, self.control_config)
         self.controller.configure()
-        self.cameras = CameraRig(self.robot.camera_mount.entity, self.camera_configs)
+        self.cameras = MountedCameras(self.camera_configs, self.robot.camera_mount.entity, self.robot.links)
         self._render_camera = None
 
     def _shape_label_lut(self) -> np.ndarray:

@@ -1,7 +1,9 @@
 """Robot-mounted cameras and the fused, segmented point cloud they produce.
 
 Default rig (ManiSkill1's mobile Panda): three cameras on the mobile base at 1.5 m, pitched 45 degrees
-down, 120 degrees apart in yaw, each 400x160 pixels with a 60 degree vertical field of view.
+down, 120 degrees apart in yaw, each 400x160 pixels with a 60 degree vertical field of view. Optionally a
+camera on the hand (:func:`hand_camera`, ManiSkill2's): the arm camera with which Habitat 2.0's Fetch looks
+into receptacles ("Habitat 2.0: Training Home Assistants to Rearrange their Habitat", arXiv 2106.14405).
 """
 
 from __future__ import annotations
@@ -42,6 +44,17 @@ def mobile_base_cameras(width: int = 400, height: int = 160, height_m: float = 1
     return tuple(
         CameraConfig(f"base_camera_{i}", (0.0, 0.0, height_m), q, width, height) for i, q in enumerate(quats)
     )
+
+
+# ManiSkill2's Panda hand camera: in the hand frame, looking along the approach axis (hand +z), 90 degrees of view.
+HAND_CAMERA_P_M = (0.0464982, -0.0200011, 0.0360011)
+HAND_CAMERA_Q = (0.0, 0.70710678, 0.0, 0.70710678)
+
+
+def hand_camera(mount: str, width: int = 128, height: int = 128, name: str = "hand_camera") -> CameraConfig:
+    """ManiSkill2's ``hand_camera`` on the hand link ``mount`` (``panda_hand``, or a mobile robot's
+    ``right_panda_hand``): it sees what lies ahead of the fingers, from 1 cm on."""
+    return CameraConfig(name, HAND_CAMERA_P_M, HAND_CAMERA_Q, width, height, np.pi / 2, 0.01, 10.0, mount=mount)
 
 
 class CameraRig:
@@ -86,6 +99,31 @@ class CameraRig:
                 )
             )
         return images
+
+
+class MountedCameras:
+    """Cameras on several mounts (the base or the world, a hand), captured in the order of their configs."""
+
+    def __init__(self, configs: tuple[CameraConfig, ...], default_mount: sapien.Entity, links: dict):
+        """``default_mount``: the entity of configs whose ``mount`` is None; ``links``: link name -> a link
+        with an ``entity`` (the robot's), for the others. ValueError naming an unknown mount."""
+        if not configs:
+            raise ValueError("a camera rig needs at least one camera")
+        self.configs = configs
+        self.rigs = []
+        for cfg in configs:
+            if cfg.mount is None:
+                mount = default_mount
+            elif cfg.mount in links:
+                mount = links[cfg.mount].entity
+            else:
+                raise ValueError(f"camera {cfg.name}: unknown mount {cfg.mount!r}; use None (the default mount) or "
+                                 f"a robot link: {sorted(links)}")
+            self.rigs.append(CameraRig(mount, (cfg,)))
+        self.num_points = sum(rig.num_points for rig in self.rigs)
+
+    def capture(self) -> list[dict[str, np.ndarray]]:
+        return [image for rig in self.rigs for image in rig.capture()]
 
 
 def color_uint8(picture: np.ndarray) -> np.ndarray:

@@ -32,7 +32,9 @@ predicates the episode started from, text), ``static``, ``open_fraction``, ``mod
 ``env.goal`` is the goal as a tuple of :class:`Predicate`; ``env.evaluate_predicates(...)`` evaluates any
 predicates (ground truth: evaluation only).
 
-Observations as OpenCabinetDrawer's: the fused point cloud of the robot's three cameras with the masks
+Observations as OpenCabinetDrawer's (``hand_camera=True`` adds a fourth camera, on the hand, as Habitat 2.0's
+Fetch has one on its arm, arXiv 2106.14405: the base cameras, 1.5 m up, do not see over a low drawer's front
+wall into it): the fused point cloud of the robot's cameras with the masks
 ``target_handle``, ``target_link`` (the target drawer), ``robot``, ``object`` and ``table``. The operator's
 prompts (``envs/target_prompts.py``), one per entity, each the centre and box of its visual geometry at reset
 plus noise: ``obs["extra"]["<entity>_prompt_point"]`` ([3]) and ``["<entity>_prompt_box"]`` ([2, 3]) for
@@ -104,7 +106,8 @@ class LongHorizonEnv(MobileManipulationEnv):
         cabinet-object pairs (``envs/long_horizon_models.py``); ``target_link``: the target drawer's link for
         every episode; ``init``: initial predicates over the task's default (text such as ``"Open(drawer)"`` or
         Predicates; ``envs/initial_states.py``); ``drawer_open_fraction``: the drawer's start (fraction of its
-        range). The reset options ``model_id``, ``target_link``, ``init`` and ``drawer_open_fraction`` override
+        range); the other keywords: ``MobileManipulationEnv``'s (``hand_camera``, ...). The reset options
+        ``model_id``, ``target_link``, ``init`` and ``drawer_open_fraction`` override
         them per episode."""
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")

@@ -16,7 +16,7 @@ import numpy as np
 import sapien
 
 from .base_env import MobileManipulationEnv, look_at
-from .cameras import CameraConfig, CameraRig
+from .cameras import CameraConfig, MountedCameras, hand_camera as hand_camera_config
 from .controllers import make_controller
 from .robot_description import panda_arm
 from .stationary_panda import StationaryPanda
@@ -35,9 +35,6 @@ BASE_CAMERA_EYE_M = (0.3, 0.0, 0.6)
 BASE_CAMERA_TARGET_M = (-0.1, 0.0, 0.1)
 RENDER_CAMERA_EYE_M = (0.6, 0.7, 0.6)
 RENDER_CAMERA_TARGET_M = (0.0, 0.0, 0.35)
-# ManiSkill2's Panda hand camera: in the hand frame, looking along the approach axis (hand +z).
-HAND_CAMERA_P_M = (0.0464982, -0.0200011, 0.0360011)
-HAND_CAMERA_Q = (0.0, 0.70710678, 0.0, 0.70710678)
 
 
 def tabletop_cameras(width: int = 128, height: int = 128, hand_camera: bool = False) -> tuple[CameraConfig, ...]:
@@ -46,20 +43,8 @@ def tabletop_cameras(width: int = 128, height: int = 128, hand_camera: bool = Fa
     X_WC = look_at(BASE_CAMERA_EYE_M, BASE_CAMERA_TARGET_M)
     cameras = [CameraConfig("base_camera", tuple(X_WC.p), tuple(X_WC.q), width, height, np.pi / 2, 0.01, 100.0)]
     if hand_camera:
-        cameras.append(CameraConfig("hand_camera", HAND_CAMERA_P_M, HAND_CAMERA_Q, width, height, np.pi / 2, 0.01,
-                                    10.0, mount="panda_hand"))
+        cameras.append(hand_camera_config("panda_hand", width, height))
     return tuple(cameras)
-
-
-class _Cameras:
-    """Cameras on several mounts (the world, the hand), captured in the order of their configs."""
-
-    def __init__(self, rigs: list[CameraRig]):
-        self.rigs = rigs
-        self.num_points = sum(rig.num_points for rig in rigs)
-
-    def capture(self) -> list[dict[str, np.ndarray]]:
-        return [image for rig in self.rigs for image in rig.capture()]
 
 
 class TabletopPandaEnv(MobileManipulationEnv):
@@ -101,17 +86,7 @@ class TabletopPandaEnv(MobileManipulationEnv):
         world_mount = sapien.Entity()
         world_mount.set_name("camera_mount")
         scene.add_entity(world_mount)
-        rigs = []
-        for cfg in self.camera_configs:
-            if cfg.mount is None:
-                mount = world_mount
-            elif cfg.mount in self.robot.links:
-                mount = self.robot.links[cfg.mount].entity
-            else:
-                raise ValueError(f"camera {cfg.name}: unknown mount {cfg.mount!r}; use None (the world) or a robot "
-                                 f"link: {sorted(self.robot.links)}")
-            rigs.append(CameraRig(mount, (cfg,)))
-        self.cameras = _Cameras(rigs)
+        self.cameras = MountedCameras(self.camera_configs, world_mount, self.robot.links)
         self._render_camera = None
 
     def _render_camera_pose(self) -> sapien.Pose:

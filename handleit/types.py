@@ -133,6 +133,9 @@ class RobotModel:
     # inertia over its damping. None where unknown (taken as immediate). Latency compensation integrates it
     # (control/latency.py): a base at 0.8 m/s with a 34 ms lag still moves 2.7 cm after its command stops.
     drive_time_constants_s: np.ndarray | None = None
+    # Arm sides with a camera on the hand, looking along the approach (its points in the fused cloud): a tree may
+    # look into a container from there. Empty: the cameras are the base's (or the world's) only.
+    hand_camera_sides: tuple[str, ...] = ()
 
     def index(self, names) -> np.ndarray:
         order = {n: i for i, n in enumerate(self.joint_names)}

@@ -42,6 +42,8 @@ def robot_model_of(env) -> RobotModel:
         control_dt_s=1.0 / base.control_freq,
         body_half_extents_m=_body_half_extents_m(robot),
         drive_time_constants_s=drive_time_constants_s(robot.articulation),
+        hand_camera_sides=tuple(s for s in robot.sides
+                                if any(c.mount == desc.hand_link_name(s) for c in base.camera_configs)),
     )
 
 

@@ -20,7 +20,7 @@ def cloud_of_three_cameras(X_WB: np.ndarray, n: int = 30_000, seed: int = 0):
         index.append(np.full(n, c))
     p_B = np.concatenate(points)
     p_W = (p_B @ X_WB[:3, :3].T + X_WB[:3, 3]).astype(np.float32)
-    return SimpleNamespace(points=p_W, sensor_index=np.concatenate(index), X_WB=X_WB,
+    return SimpleNamespace(points=p_W, sensor_index=np.concatenate(index), X_WB=X_WB, X_WT={},
                            sensor_origins=origins_B @ X_WB[:3, :3].T + X_WB[:3, 3])
 
 
