@@ -11,7 +11,7 @@ view) is tried again every ``RETRY_EVERY_TICKS`` ticks, as the arms move into it
 calibrated cameras) is a calibration too: nothing is changed. Always SUCCESS: a camera left uncalibrated is
 what the trees had before, and the grasp and hold corrections at the hands (camera_correction.py) still apply.
 
-A camera on a hand (its centre within ``ON_HAND_M`` of a tool centre) is not fitted: its error rides on the arm,
+A camera on a hand (its centre near a tool centre: common.cameras_on_hands) is not fitted: its error rides on the arm,
 not on the base, and the hand-eye corrections at the hands (camera_correction.py) take what the arm's adds.
 
 Cameras are told apart by where they sit on the base (their centres in the base frame), not by their index in
@@ -40,7 +40,7 @@ from handleit.perception.camera_calibration import (
 )
 from handleit.types import Observation
 
-from .common import Skill, Tools
+from .common import Skill, Tools, cameras_on_hands
 from .planning_worker import calibration_worker
 
 RETRY_EVERY_TICKS = 20
@@ -55,7 +55,6 @@ MAX_TRANSLATION_STD_M = 0.004
 # real time), each fitted again in the planning worker ahead of the tree's plans.
 SAME_CAMERA_M = 0.25
 SAME_CAMERA_DEG = 50.0
-ON_HAND_M = 0.2  # a camera centre this close to a tool centre rides on the hand (the Panda's: 11 cm from it)
 MEAN_RAY_STRIDE = 8  # a camera's mean ray (which camera it is) from every 8th point of the cloud
 
 
@@ -109,9 +108,9 @@ class CalibrateCameras(Skill):
                          for k in range(3)], axis=1)
         sample_counts = np.bincount(index, minlength=len(origins_W))[:len(origins_W)]
         ids = []
-        tools_W = [X[:3, 3] for X in obs.X_WT.values()]
+        on_hand = cameras_on_hands(obs)
         for c, origin_W in enumerate(origins_W):
-            if any(np.linalg.norm(origin_W - p) < ON_HAND_M for p in tools_W):
+            if on_hand[c]:
                 ids.append(-1)
                 continue
             p_B = X_BW[:3, :3] @ origin_W + X_BW[:3, 3]

@@ -298,6 +298,22 @@ def wrist_roll_starts(tools: Tools, q: np.ndarray, rolls_rad: tuple[float, ...] 
     return starts
 
 
+ON_HAND_M = 0.2  # a camera centre this close to a tool centre rides on the hand (the Panda's hand camera: 11 cm)
+
+
+def cameras_on_hands(obs: Observation, sides=None) -> np.ndarray:
+    """[C] bool over ``Observation.sensor_origins``: the cameras that ride on a hand of ``sides`` (default every
+    hand with a tool pose), their centre within ``ON_HAND_M`` of its tool centre. Empty without camera centres."""
+    if obs.sensor_origins is None:
+        return np.zeros(0, dtype=bool)
+    origins_W = np.asarray(obs.sensor_origins, dtype=np.float64).reshape(-1, 3)
+    on_hand = np.zeros(len(origins_W), dtype=bool)
+    for side, X_WT in obs.X_WT.items():
+        if sides is None or side in sides:
+            on_hand |= np.linalg.norm(origins_W - X_WT[:3, 3], axis=1) < ON_HAND_M
+    return on_hand
+
+
 def ik_base_held(tools: Tools, q: np.ndarray, X_WG: np.ndarray):
     """IK for the tree's hand at ``X_WG`` with the base where it stands (x, y and heading held, the torso free),
     from ``q`` and from ``q`` with the wrist rolled (:func:`wrist_roll_starts`): a planning.whole_body_ik.IKResult."""

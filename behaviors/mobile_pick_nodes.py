@@ -51,7 +51,15 @@ from handleit.poses import rotation_of_yaw
 from handleit.types import Grasp, Observation
 
 from .background import BackgroundPlanning
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, ik_base_held, wrist_roll_starts
+from .common import (
+    FINGER_GAP_EMPTY_M,
+    JointReference,
+    Skill,
+    cameras_on_hands,
+    finger_gap_m,
+    ik_base_held,
+    wrist_roll_starts,
+)
 
 MIN_OBJECT_POINTS = 10  # fewer object points than this: not seen
 MIN_ENTITY_POINTS = 30  # a table or drawer seen with fewer points is not seen
@@ -106,6 +114,12 @@ def _up(X: np.ndarray, dz_m: float) -> np.ndarray:
 def _mask(obs: Observation, name: str) -> np.ndarray:
     m = obs.masks.get(name)
     return np.zeros(len(obs.points), dtype=bool) if m is None else np.asarray(m, dtype=bool)
+
+
+def _on_table(obj: TabletopObject | None, top: TableTop | None) -> bool:
+    """Whether the object's estimate lies over the table top seen; False where either is unknown."""
+    return (obj is not None and top is not None
+            and bool(np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m)))
 
 
 def _base_split(tools, q_from: np.ndarray, q_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +310,7 @@ class ApproachStandoff(Skill):
         region = self.bb.place_region
         if self.entity == "object" and self.bb.object is not None:
             centre, top = self.bb.object.center_W, self.bb.table_top
-            if top is not None and np.all(np.abs(top.local_xy(centre)) <= top.half_extent_m):
+            if _on_table(self.bb.object, top):
                 return centre, top, None  # on the table: off its nearest edge
             return centre, None, _outward_of_part(obs)  # in a drawer: in front of it (when its handle is seen)
         if self.entity == "drawer" and isinstance(region, DrawerInterior):
@@ -488,20 +502,6 @@ def _front_keep_out(interior: DrawerInterior, clearance_m: float = BODY_CLEARANC
     return (centre, FRONT_DISC_M + clearance_m)
 
 
-def _on_table(obj: TabletopObject | None, top: TableTop | None) -> bool:
-    return (obj is not None and top is not None
-            and bool(np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m)))
-
-
-def _hand_camera_indices(obs: Observation, side: str) -> np.ndarray:
-    """Indices of the cameras (``Observation.sensor_origins``) that ride on ``side``'s hand: their centre within
-    0.2 m of its tool centre. Empty where the observation names no camera centres."""
-    if obs.sensor_origins is None or side not in obs.X_WT:
-        return np.zeros(0, dtype=int)
-    distance = np.linalg.norm(np.asarray(obs.sensor_origins, dtype=np.float64) - obs.X_WT[side][:3, 3], axis=1)
-    return np.flatnonzero(distance < 0.2)
-
-
 class ObjectOnTable(Skill):
     """Check: the object's estimate lies on the table top seen (SUCCESS), else FAILURE (in a drawer, or not
     seen): whether the pick must first look into a drawer from the hand."""
@@ -584,7 +584,7 @@ class SeenFromHand(Skill):
         if self.q_hold is None:
             self.q_hold = obs.qpos.copy()
         self.ticks += 1
-        cameras = _hand_camera_indices(obs, self.tools.side)
+        cameras = np.flatnonzero(cameras_on_hands(obs, (self.tools.side,)))
         seen = _mask(obs, self.object_mask)
         if obs.sensor_index is not None and len(cameras):
             seen = seen & np.isin(obs.sensor_index, cameras)
@@ -664,24 +664,25 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         top = snap["table_top"]
         clear_z = None  # in a drawer, after a look: the height its walls' rim sets for the pregrasp and the lift
         looked = False  # the hand's camera looked into the drawer from over the object
-        if top is None or not np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m):
-            # Not on the table: in a drawer. The base keeps beyond the drawer's front (the table's edge rule
-            # would let it drive into the drawer), when the drawer's inside is seen.
-            try:
-                interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
-                                                    handle_points_W=obs.points[_mask(obs, "target_handle")])
-            except PlaceTargetError:
-                interior = None
-            # After a look from the hand's camera: the drawer as seen before it (with its handle, which the hand
-            # may hide now); the base kept beyond the drawer's front line, the hand in and out over its rim.
+        if not _on_table(obj, top):
+            # In a drawer. After a look from the hand's camera: the drawer as seen before it (with its handle,
+            # which the hand may hide now); the base kept beyond the drawer's front line, the hand in and out
+            # over its rim.
             looked = snap["look_interior"] is not None
             if looked:
                 interior = snap["look_interior"]
                 keep_out = _front_keep_out(interior)
                 clear_z = interior.rim_z + ABOVE_RIM_M
-            elif interior is not None:
-                front_m = float(np.linalg.norm(interior.front_W[:2] - obj.center_W[:2]))
-                keep_out = (np.asarray(obj.center_W, dtype=np.float64), front_m + BODY_CLEARANCE_M)
+            else:
+                # The base keeps beyond the drawer's front (the table's edge rule would let it drive into the
+                # drawer), when the drawer's inside is seen.
+                try:
+                    interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
+                                                        handle_points_W=obs.points[_mask(obs, "target_handle")])
+                    front_m = float(np.linalg.norm(interior.front_W[:2] - obj.center_W[:2]))
+                    keep_out = (np.asarray(obj.center_W, dtype=np.float64), front_m + BODY_CLEARANCE_M)
+                except PlaceTargetError:
+                    pass
         starts = wrist_roll_starts(tools, obs.qpos)
         counts = {"pregrasp": 0, "grasp": 0, "lift": 0}
         base = tools.model.base_joint_names

@@ -14,12 +14,8 @@ import pytest
 
 import handleit.envs
 from handleit.behaviors.camera_calibration_nodes import CalibrateCameras
-from handleit.behaviors.mobile_pick_nodes import (
-    MOBILE_PICK_BLACKBOARD,
-    PlanMobileGrasp,
-    _front_keep_out,
-    _hand_camera_indices,
-)
+from handleit.behaviors.common import cameras_on_hands
+from handleit.behaviors.mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, PlanMobileGrasp, _front_keep_out
 from handleit.behaviors.mobile_pick_trees import create_pick_tree
 from handleit.behaviors.pick_trees import PICK_BLACKBOARD
 from handleit.behaviors.tree_solver import TreeSolver
@@ -46,7 +42,7 @@ def test_hand_camera_true_puts_a_camera_on_the_hand(set_table):
     # The hand camera's centre rides 10-15 cm from the tool centre; the base cameras' 1.5 m up.
     distance = np.linalg.norm(obs.sensor_origins - obs.X_WT["right"][:3, 3], axis=1)
     assert distance[3] < 0.2 and np.all(distance[:3] > 0.5)
-    assert list(_hand_camera_indices(obs, "right")) == [3]
+    assert list(np.flatnonzero(cameras_on_hands(obs, ("right",)))) == [3]
     seen = np.isin(obs.sensor_index, [3]) & np.isfinite(obs.points).all(axis=1)
     assert seen.sum() > 1000  # it sees something in front of its fingers
 
