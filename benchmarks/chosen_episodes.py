@@ -27,6 +27,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--episode-timeout", type=float, default=600.0,
                         help="wall seconds an episode may take before it is recorded as failed (default 600)")
+    parser.add_argument("--hand-camera", action="store_true",
+                        help="the env's hand_camera=True (a camera on the hand; give the run an --out of its own)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     try:
@@ -40,7 +42,8 @@ def main() -> None:
                                       out / "videos", segmenter=args.segmenter, perturb=args.perturb)
              if s.index in wanted]
     records = run_episodes(specs, out / "records.jsonl", workers=args.workers, resume=True,
-                           episode_timeout_s=args.episode_timeout)
+                           episode_timeout_s=args.episode_timeout,
+                           env_options={"hand_camera": True} if args.hand_camera else None)
     for r in sorted(records, key=lambda r: r.index):
         print(f"episode {r.index} seed {r.seed} {r.model_id}: {'success' if r.success else 'failure'}, "
               f"{r.steps} steps, failed node {r.failed_node}")

@@ -135,17 +135,20 @@ class _EpisodeRunner:
     """Keeps one env per (task, split, max_steps, marker, perturbation) in a worker process, to avoid
     rebuilding it."""
 
-    def __init__(self):
+    def __init__(self, env_options: dict | None = None):
+        """``env_options``: more keywords for every env this runner makes (``handleit.envs.make``), e.g.
+        ``{"hand_camera": True}``; lockstep episodes of the bundled tasks only."""
         self._envs: dict[tuple, Any] = {}
         self._realtime = RealtimeEpisodes()  # episodes with real-time keys in their perturbation
+        self.env_options = dict(env_options or {})
 
     def env(self, spec: EpisodeSpec):
         marker = spec.segmenter == COLOR_MARKER
         key = (spec.task, spec.split, spec.max_steps, marker, spec.perturb)
         if key not in self._envs and spec.task.startswith(MS3_PREFIX):
-            if marker or spec.perturb:
-                raise ValueError(f"{spec.task}: ManiSkill3 tasks run with the simulator segmenter and no "
-                                 "perturbation only")
+            if marker or spec.perturb or self.env_options:
+                raise ValueError(f"{spec.task}: ManiSkill3 tasks run with the simulator segmenter, no "
+                                 "perturbation and no env options only")
             self._envs[key] = make_env(spec.task, max_episode_steps=spec.max_steps, render_mode="rgb_array")
         if key not in self._envs:
             options = {}
@@ -158,6 +161,7 @@ class _EpisodeRunner:
                 options["urdf"] = spec.split[len(OBJECT_PREFIX):]
             else:
                 options["split"] = spec.split
+            options.update(self.env_options)
             self._envs[key] = handleit.envs.make(
                 spec.task, obs_mode="pointcloud", max_episode_steps=spec.max_steps, render_mode="rgb_array", **options,
             )
@@ -174,6 +178,9 @@ class _EpisodeRunner:
         robot = None
         try:
             realtime, sensor_text = split_perturbation(spec.perturb)
+            if realtime is not None and self.env_options:
+                raise ValueError(f"env options {sorted(self.env_options)} are for lockstep episodes; the real-time "
+                                 f"simulator makes its own env ({spec.perturb!r})")
             if realtime is not None:  # the robot does not wait for the tree: handleit.harness.realtime_sim (no video)
                 self._realtime.run(spec, record, realtime, sensor_text=sensor_text,
                                    sim_masks=spec.segmenter == SIMULATOR,
@@ -321,9 +328,11 @@ def _sole_writer(records_path: Path):
 
 def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int | None = 2, resume: bool = False,
                  episode_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S, progress: bool = True,
-                 backend: Backend | None = None) -> list[EpisodeRecord]:
+                 backend: Backend | None = None, env_options: dict | None = None) -> list[EpisodeRecord]:
     """Run the episodes on ``backend`` (default: ``workers`` supervised local processes; a
     :class:`~handleit.harness.executor.RayCluster` for a cluster); return every record (old ones too on resume).
+    ``env_options``: more keywords for every env (``{"hand_camera": True}``); they are not part of an episode's
+    record or resume key, so give such a run a records file of its own.
     The records file is written here, by this process alone, one line per episode as it finishes; one
     evaluation at a time per records file (:class:`OutputInUse` otherwise)."""
     records_path = Path(records_path)
@@ -347,7 +356,7 @@ def run_episodes(specs: list[EpisodeSpec], records_path: Path, workers: int | No
                     bar.set_postfix(success=f"{sum(r.success for r in results)}/{len(results)}")
                     bar.update(1)
 
-            backend.run(pending, _EpisodeRunner(), record, key=lambda s: s.key, lost=_lost_episode,
+            backend.run(pending, _EpisodeRunner(env_options), record, key=lambda s: s.key, lost=_lost_episode,
                         job_timeout_s=episode_timeout_s, max_retries=backend_retries(backend))
         if bar is not None:
             bar.close()

@@ -19,6 +19,7 @@ from handleit.behaviors.mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, PlanMob
 from handleit.behaviors.mobile_pick_trees import create_pick_tree
 from handleit.behaviors.pick_trees import PICK_BLACKBOARD
 from handleit.behaviors.tree_solver import TreeSolver
+from handleit.harness.evaluation import _EpisodeRunner, episode_specs
 from handleit.harness.sim_robot import SimRobot, robot_model_of
 from handleit.perception.place_targets import DrawerInterior
 from handleit.perception.tabletop_objects import estimate_tabletop_object
@@ -184,3 +185,17 @@ def test_an_empty_cloud_looks_nowhere_and_says_why(set_table):
     kind, why = node.plan({"observation": obs, "object": None})
     assert kind == "fail" and why.startswith("no drawer interior to look into"), why
     assert isinstance(solver.root, py_trees.behaviour.Behaviour)
+
+
+def test_an_evaluation_can_give_every_env_the_hand_camera():
+    runner = _EpisodeRunner({"hand_camera": True})
+    spec = episode_specs("SetTable", "test", 1, "goal:OnTopOf(object, table) & Closed(drawer)", 50)[0]
+    env = runner.env(spec)
+    try:
+        assert [c.name for c in env.unwrapped.camera_configs][-1] == "right_hand_camera"
+    finally:
+        env.close()
+    # Not for the real-time simulator, which makes its own env: the episode records the error and names it.
+    late = dataclasses.replace(spec, perturb="latency=0.1")
+    record = runner.run(late)
+    assert not record.success and "env options ['hand_camera'] are for lockstep episodes" in record.error
