@@ -321,3 +321,37 @@ def test_a_swung_doors_extent_leaves_out_the_cabinets_face_beside_its_hinge():
     assert tracker.kind == "door" and tracker.hinge_side == plain.hinge_side
     assert tracker.bounds[1, 1] < v1 + 0.02
     assert abs(tracker.angle_rad - plain.angle_rad) < 0.05
+
+
+def test_a_handle_just_beside_a_box_prompt_is_found_and_the_part_grows_to_hold_it():
+    """A box prompt's faces are a few cm off, and a lip along a door's free edge can lie outside the box
+    (door-train-039: 3-4 cm beyond it; no handle in 150 steps). With no handle inside the closed part's bounds,
+    the proud cluster nearest them within 5 cm is the handle, and the bounds grow to hold it."""
+    box, frames = _frames("door")
+    closed = [f for f in frames if f["open_fraction"] < 0.005]
+    first = closed[0]
+    tracker = CabinetPartTracker()
+    tracker.update(first["points"], ~first["robot"], box, first["X_WB"])
+    uvs = tracker.front.coords(first["points"][first["handle"]])
+    (u0, u1), (v0, v1) = tracker.bounds
+    # Cut the box short of the handle on the side of the part's edge nearest the handle: 3 cm, then 8 cm.
+    near_u0 = uvs[:, 0].mean() - u0 < u1 - uvs[:, 0].mean()
+
+    def cut(gap_m):
+        if near_u0:
+            return np.array([[uvs[:, 0].max() + gap_m, u1], [v0, v1]])
+        return np.array([[u0, uvs[:, 0].min() - gap_m], [v0, v1]])
+
+    f = closed[-1]
+    for gap_m, found in ((0.03, True), (0.08, False)):
+        tracker = CabinetPartTracker()
+        tracker.update(first["points"], ~first["robot"], box, first["X_WB"])
+        tracker.front.bounds = cut(gap_m)
+        tracker._handle_box = None
+        handle, part = tracker.update(f["points"], ~f["robot"], box, f["X_WB"])
+        if found:
+            assert _iou(handle, f["handle"]) > 0.5
+            assert tracker.bounds[0, 0] < cut(gap_m)[0, 0] or tracker.bounds[0, 1] > cut(gap_m)[0, 1]
+            assert not (handle & ~part).any()
+        else:  # beyond the search margin
+            assert _iou(handle, f["handle"]) < 0.1
