@@ -73,11 +73,6 @@ MARKER_CLUSTER_GAP_M = 0.02  # a proud cluster this near a marker point is the m
 LEAF_MOVED_M = 0.012
 LEAF_SEARCH_U_M, LEAF_SEARCH_V_M = 1.2, 1.0
 LEAF_FIT_RAD = 0.15
-# A line that has turned only LEAF_FIT_RAD meets the cabinet's plane at a shallow angle: a few mm of depth noise on
-# it move the hinge by several cm (door-train-015, a marked door: 4.7 cm off at 0.15 rad; the leaf then posed about
-# it found the static face at 0 degrees and the door's opening read 0 while it swung). The fit is made again on each
-# update until the line has turned this far, the latest replacing the earlier.
-LEAF_REFIT_UNTIL_RAD = 0.5
 LEAF_RECHECK_DRAWER_M = 0.15  # a part taken for a drawer is checked for a leaf until it is this far out
 LEAF_CELL_M = 0.02  # the closed view's depth is kept per cell of this size in the front's plane
 LEAF_MIN_POINTS, LEAF_MIN_LENGTH_M = 60, 0.1  # a leaf's line holds this many points over at least this length
@@ -184,7 +179,6 @@ class CabinetPartTracker:
         self._handle_box: np.ndarray | None = None  # [2, 2] the handle's (u, v) extent on the closed part
         self._handle_anchored = False  # the first update had a handle hint: the part's pose follows its handle
         self._leaf_from_motion = False  # a marked door's hinge and extent came from its leaf's motion
-        self._leaf_fit_rad = 0.0  # the leaf's turn when its line was last fitted
         self._closed_depth: tuple[np.ndarray, np.ndarray] | None = None  # (cell keys, most forward s) when first seen
         self._box_prompt = False  # the prompt was a box (its faces a few cm off), not a point
 
@@ -460,13 +454,11 @@ class CabinetPartTracker:
         self._door_width_m = width
         self._refined = True
         self._leaf_from_motion = True
-        self._leaf_fit_rad = angle
 
     def _track(self, uvs: np.ndarray) -> None:
         # A marked door's face around the handle moves out as a drawer's would: a kind taken from a short pull is
         # checked against the leaf's line until it is one a drawer's face cannot make (turned LEAF_FIT_RAD).
-        refit = not self._leaf_from_motion or self._leaf_fit_rad < LEAF_REFIT_UNTIL_RAD
-        if self._handle_anchored and refit and self._handle_box is not None \
+        if self._handle_anchored and not self._leaf_from_motion and self._handle_box is not None \
                 and (self.kind != "drawer" or self.displacement_m < LEAF_RECHECK_DRAWER_M):
             self._fit_moved_leaf(uvs)
         in_v = self._in_v(uvs)
