@@ -17,11 +17,14 @@ trees read, ``target_handle`` and ``target_link``, every control step:
    the motion is clear. Once the part has moved off the cabinet's plane, its face's own points replace the
    prompt's bounds (they are no longer coplanar with the neighbours). A marked handle names no extent: once its
    door has swung ~9 degrees, the line of the points that moved (seen from above) meets the cabinet's plane at
-   the hinge, and replaces the guess wherever it was.
+   the hinge, and replaces the guess wherever it was. A swung leaf's extent comes from its points off the
+   cabinet's plane.
 3. The part mask is what lies in the posed part's slab: the face, the handle in front of it, and for a
    drawer its sides and bottom between the cabinet's plane and the front (as the simulator's ``target_link``,
    it includes the handle). The handle is what stands proud of the posed face (6 mm to 8 cm), clustered
-   with DBSCAN (open3d ``cluster_dbscan``); the clusters whose centre lies on the part are kept.
+   with DBSCAN (open3d ``cluster_dbscan``); the clusters whose centre lies on the part are kept. With a box prompt
+   and no handle on the closed part, the cluster just beside its bounds (within 5 cm) is taken, and the bounds grow
+   to hold it.
 
 Frames: W the world (z up). The front frame F has its origin on the cabinet's front plane, axes u
 (horizontal, in the plane), v (world z) and s (the outward normal, toward the robot). Lengths in metres.
