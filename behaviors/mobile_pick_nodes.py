@@ -122,6 +122,13 @@ def _on_table(obj: TabletopObject | None, top: TableTop | None) -> bool:
             and bool(np.all(np.abs(top.local_xy(obj.center_W)) <= top.half_extent_m)))
 
 
+def _drawer_interior_seen(obs: Observation) -> DrawerInterior:
+    """The target drawer's interior from this observation's part and handle masks; PlaceTargetError when it is not
+    seen well enough."""
+    return estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
+                                    handle_points_W=obs.points[_mask(obs, "target_handle")])
+
+
 def _base_split(tools, q_from: np.ndarray, q_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(arm and torso of ``q_to`` with the planar base of ``q_from``; ``q_to``): raise the arm, then drive."""
     raise_q = q_to.copy()
@@ -537,8 +544,7 @@ class PlanHandLook(BackgroundPlanning, Skill):
         obj: TabletopObject | None = snap["object"]
         tools = self.tools
         try:
-            interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
-                                                handle_points_W=obs.points[_mask(obs, "target_handle")])
+            interior = _drawer_interior_seen(obs)
         except PlaceTargetError as error:
             return "fail", f"no drawer interior to look into: {error}"
         target_W = np.array(interior.center_W if obj is None else obj.center_W, dtype=np.float64)
@@ -677,8 +683,7 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
                 # The base keeps beyond the drawer's front (the table's edge rule would let it drive into the
                 # drawer), when the drawer's inside is seen.
                 try:
-                    interior = estimate_drawer_interior(obs.points[_mask(obs, "target_link")],
-                                                        handle_points_W=obs.points[_mask(obs, "target_handle")])
+                    interior = _drawer_interior_seen(obs)
                     front_m = float(np.linalg.norm(interior.front_W[:2] - obj.center_W[:2]))
                     keep_out = (np.asarray(obj.center_W, dtype=np.float64), front_m + BODY_CLEARANCE_M)
                 except PlaceTargetError:
@@ -736,9 +741,9 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         kind, value = result
         if kind == "fail":
             return self.fail(value)
-        grasp, X_WG, X_WP, q_pre, q_grasp, q_lift, X_lift, q_raise, obj, bb_opening, why = value
+        grasp, X_WG, X_WP, q_pre, q_grasp, q_lift, X_lift, q_raise, obj, opening, why = value
         bb = self.bb
-        bb.grasp_opening = bb_opening
+        bb.grasp_opening = opening
         bb.grasp, bb.X_WG_grasp, bb.X_WG_pregrasp, bb.q_pregrasp, bb.q_grasp = grasp, X_WG, X_WP, q_pre, q_grasp
         bb.q_lift, bb.X_WG_lift, bb.q_raise, bb.target_at_grasp = q_lift, X_lift, q_raise, obj
         self.feedback_message = why
