@@ -43,8 +43,13 @@ MAX_OPENING_RAD = math.radians(130)  # beyond the largest door range: the door's
 # Once the door has turned HINGE_REFIT_RAD, the hinge where its closed and swung faces meet replaces the estimate
 # from the closed door when the two are more than HINGE_REFIT_M apart: a closed door's extent (and so its hinge)
 # is only as good as its mask, which a marked handle's segmenter guesses (hinge 6 cm off, docs/benchmarks.md).
+# The faces' hinge is taken only where it lies within HINGE_EDGE_M of the swung leaf's hinge-side end as seen
+# in the same cloud: the two faces are seen seconds apart, and an odometry drift of 2 cm between them put the
+# hinge 13-15 cm off at 15 degrees (1 / sin of the angle), where the leaf's end was within 1 cm
+# (docs/benchmarks.md "The door's hinge refit checked against the leaf's end").
 HINGE_REFIT_RAD = math.radians(15)
 HINGE_REFIT_M = 0.03
+HINGE_EDGE_M = 0.03
 
 
 def hinge_from_geometry(link_points_W: np.ndarray, handle_W: np.ndarray, front_normal_W: np.ndarray):
@@ -124,6 +129,7 @@ class SwingDoorOpen(Skill):
         self.angles: list[tuple[float, float, float]] = []  # (cloud stamp s, door rad, hand rad) per new cloud
         self.ik_failures = 0
         self.hinge_refits = 0
+        self.refits_refused = 0  # faces' hinges off the leaf's end
 
     def _door_angle_rad(self, p_W, axis, X_WT) -> float:
         """The door's opening: from its points (the front plane's turn) when they were seen this step, else
@@ -133,13 +139,18 @@ class SwingDoorOpen(Skill):
             return state.opening_angle_rad
         return max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
 
-    def _refit_hinge(self) -> None:
+    def _refit_hinge(self, hand_W: np.ndarray) -> None:
         """Move the hinge to where the door's closed and swung faces meet, when that is more than HINGE_REFIT_M from
-        the estimate (see HINGE_REFIT_RAD); the angles judged so far were about the old hinge and are dropped."""
+        the estimate and within HINGE_EDGE_M of the leaf's hinge-side end (see HINGE_REFIT_RAD); the angles judged
+        so far were about the old hinge and are dropped."""
         estimator = self.bb.open_state
         p_W = self.bb.hinge[0]
         found = None if estimator is None else estimator.hinge_point_W(p_W[2], HINGE_REFIT_RAD)
         if found is None or np.linalg.norm(found[:2] - p_W[:2]) <= HINGE_REFIT_M:
+            return
+        edge = estimator.front_edge_W(p_W[2], hand_W)  # the hand holds the free edge
+        if edge is None or np.linalg.norm(found[:2] - edge[:2]) > HINGE_EDGE_M:
+            self.refits_refused += 1
             return
         hinge = hinge_through(found, self.X_WG0[:3, 3], estimator.initial_normal_W)
         if not MIN_HINGE_RADIUS_M < hinge[2] < MAX_HINGE_RADIUS_M:
@@ -164,7 +175,7 @@ class SwingDoorOpen(Skill):
             self.start_time_s = obs.time_s
         self.ticks += 1
         self.path_W.append(X_WT[:3, 3].copy())
-        self._refit_hinge()
+        self._refit_hinge(X_WT[:3, 3])
         p_W, axis, r = self.bb.hinge
         door = self._door_angle_rad(p_W, axis, X_WT)
         hand = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
@@ -178,7 +189,8 @@ class SwingDoorOpen(Skill):
         if cloud_time_s >= self.start_time_s + RAMP_S and (not self.angles or cloud_time_s > self.angles[-1][0]):
             self.angles.append((cloud_time_s, door, hand))
         self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg" + (
-            f", hinge refitted {self.hinge_refits}x" if self.hinge_refits else "")
+            f", hinge refitted {self.hinge_refits}x" if self.hinge_refits else "") + (
+            f", {self.refits_refused} faces' hinges off the leaf's end" if self.refits_refused else "")
         window_s = STALL_STEPS * tools.model.control_dt_s
         then = [a for a in self.angles if a[0] <= cloud_time_s - window_s + 1e-6]
         if then and self.angles[-1][0] == cloud_time_s:

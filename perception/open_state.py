@@ -26,6 +26,7 @@ LAYER_FRACTION = 0.25  # of the fullest bin's points: a front face, not a handle
 MIN_POINTS = 30  # fewer points than this in a step: keep the previous estimate
 MAX_TURN_RAD = 0.5  # largest change of the front's normal between two updates (a door at 100 Hz: ~0.02)
 PLANE_DISTANCE_M = 0.006  # inlier distance of the plane fit: depth noise plus a door panel's warp
+EXTENT_QUANTILES = (0.02, 0.98)  # the front's robust ends along its plane
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class OpenState:
     n_points: int  # points used this step
     measured: bool  # False when this step had too few points and the previous estimate is repeated
     front_offset_m: float | None = None  # the current front plane: front_normal_W . p = front_offset_m (m)
+    # The front's extent (m) along its horizontal tangent z x front_normal_W: the 2nd and 98th percentiles of
+    # the plane's inliers; None where no plane was fitted this step.
+    front_extent_m: tuple[float, float] | None = None
 
     @property
     def opening_angle_rad(self) -> float:
@@ -64,6 +68,11 @@ def front_layer_offset_m(s_m: np.ndarray, bin_m: float = BIN_M, layer_fraction: 
 
 def _signed_angle_about_z(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.arctan2(np.cross(a, b) @ Z_W, a @ b))
+
+
+def _tangent(normal_W: np.ndarray) -> np.ndarray:
+    t = np.cross(Z_W, normal_W)
+    return t / np.linalg.norm(t)
 
 
 class OpenStateEstimator:
@@ -130,8 +139,12 @@ class OpenStateEstimator:
                                    max_angle_rad=self.max_turn_rad)
         normal = previous.front_normal_W if plane is None else plane.normal_W
         offset = previous.front_offset_m if plane is None else plane.offset_m
+        extent = None
+        if plane is not None:
+            lo, hi = np.quantile(p[plane.inliers] @ _tangent(normal), EXTENT_QUANTILES)
+            extent = (float(lo), float(hi))
         angle = _signed_angle_about_z(self.initial_normal_W, normal)
-        self._state = OpenState(float(displacement), angle, normal, len(p), True, offset)
+        self._state = OpenState(float(displacement), angle, normal, len(p), True, offset, extent)
         return self._state
 
     def hinge_point_W(self, height_m: float, min_angle_rad: float = 0.2) -> np.ndarray | None:
@@ -149,3 +162,21 @@ class OpenStateEstimator:
         b = np.array([self.initial_offset_m, state.front_offset_m])
         xy = np.linalg.solve(a, b)
         return np.array([xy[0], xy[1], float(height_m)])
+
+    def front_edge_W(self, height_m: float, away_from_W) -> np.ndarray | None:
+        """The end of the front as seen this step that is farther from ``away_from_W`` (a door's handle: the end
+        is then its hinge side), as a point ``[3]`` on the front's plane at ``height_m``; None where this step's
+        plane was not measured.
+
+        It needs only this step's points, so it is a check on :meth:`hinge_point_W` that does not share its
+        weakness: two planes measured seconds apart, whose relative offset an odometry drift of a centimetre
+        moves the hinge by several at small angles (1 / sin of the angle)."""
+        state = self._state
+        if not state.measured or state.front_extent_m is None:
+            return None
+        t = _tangent(state.front_normal_W)
+        s_away = float(np.asarray(away_from_W, dtype=np.float64)[:3] @ t)
+        lo, hi = state.front_extent_m
+        edge = lo if abs(lo - s_away) > abs(hi - s_away) else hi
+        p = edge * t + state.front_offset_m * state.front_normal_W
+        return np.array([p[0], p[1], float(height_m)])
