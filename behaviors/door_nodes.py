@@ -130,14 +130,17 @@ class SwingDoorOpen(Skill):
         self.ik_failures = 0
         self.hinge_refits = 0
         self.refits_refused = 0  # faces' hinges off the leaf's end
+        # The door's opening at the grasp: the arc turns the grasp by the door's turn since, not by its opening (a
+        # door re-grasped at 60 degrees had its goals turned 60 degrees past the hand, and its swing ended at once).
+        self.door0 = None
 
     def _door_angle_rad(self, p_W, axis, X_WT) -> float:
         """The door's opening: from its points (the front plane's turn) when they were seen this step, else
-        from the hand's position about the hinge."""
+        from the hand's position about the hinge, turned on from the door's opening at the grasp."""
         state = self.bb.open_state.state if self.bb.open_state is not None else None
-        if state is not None and state.measured:
+        if state is not None and (state.measured or self.door0 is None):
             return state.opening_angle_rad
-        return max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
+        return (self.door0 or 0.0) + max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
 
     def _refit_hinge(self, hand_W: np.ndarray) -> None:
         """Move the hinge to where the door's closed and swung faces meet, when that is more than HINGE_REFIT_M from
@@ -178,6 +181,9 @@ class SwingDoorOpen(Skill):
         self._refit_hinge(X_WT[:3, 3])
         p_W, axis, r = self.bb.hinge
         door = self._door_angle_rad(p_W, axis, X_WT)
+        if self.door0 is None:
+            self.door0 = door
+        turned = max(0.0, door - self.door0)  # since the grasp, as the hand's angle is
         hand = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
         # Door and hand are judged on new clouds, by their stamps, over STALL_STEPS control periods (in lockstep
         # a cloud a tick: the last STALL_STEPS ticks): a 15 Hz camera repeats a cloud over ~7 ticks. And only on
@@ -188,7 +194,8 @@ class SwingDoorOpen(Skill):
         cloud_time_s = obs.cloud_time_s
         if cloud_time_s >= self.start_time_s + RAMP_S and (not self.angles or cloud_time_s > self.angles[-1][0]):
             self.angles.append((cloud_time_s, door, hand))
-        self.feedback_message = f"door at {math.degrees(door):.0f} deg, hand at {math.degrees(hand):.0f} deg" + (
+        self.feedback_message = (f"door at {math.degrees(door):.0f} deg, turned {math.degrees(turned):.0f} since the "
+                                 f"grasp, hand at {math.degrees(hand):.0f} deg") + (
             f", hinge refitted {self.hinge_refits}x" if self.hinge_refits else "") + (
             f", {self.refits_refused} faces' hinges off the leaf's end" if self.refits_refused else "")
         window_s = STALL_STEPS * tools.model.control_dt_s
@@ -198,7 +205,7 @@ class SwingDoorOpen(Skill):
             door_still = door - door_then < STALL_RAD
             if door_still and hand - hand_then < STALL_RAD and door > MIN_OPEN_RAD:
                 return Status.SUCCESS  # door and hand stopped together: the door is at its stop
-            if door_still and hand - door > DECOUPLED_RAD:
+            if door_still and hand - turned > DECOUPLED_RAD:
                 return self.fail(f"door not following the hand ({self.feedback_message})")
         if self.ticks % REPLAN_STEPS == 1:
             # Closed on the door's measured angle: the goal's position leads the door along the arc (pulling
@@ -208,9 +215,9 @@ class SwingDoorOpen(Skill):
             # turned since (in lockstep the two moments are one). Goals from a door 100 ms old lag the door:
             # a shorter lead, and a hand turned behind the door it holds.
             hand_now = max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT_now[:3, 3]]), p_W, axis))
-            door_now = door + max(0.0, hand_now - hand)
+            door_now = turned + max(0.0, hand_now - hand)  # since the grasp
             goal = hinge_arc(self.X_WG0, p_W, axis, door_now, 1)[-1]
-            lead = START_LEAD_RAD if door_now < START_SWING_RAD else ARC_LEAD_RAD
+            lead = START_LEAD_RAD if self.door0 + door_now < START_SWING_RAD else ARC_LEAD_RAD
             goal[:3, 3] = hinge_arc(self.X_WG0, p_W, axis, door_now + lead, 1)[-1][:3, 3]
             result = tools.ik.solve(obs.qpos, {side: goal}, base_keep_out=(p_W, r + BASE_CLEARANCE_M),
                                     position_tolerance_m=0.01, angle_tolerance_rad=0.05, weights=SWING_WEIGHTS)

@@ -14,18 +14,23 @@ import pytest
 from py_trees.common import Access, Status
 
 from handleit.behaviors.common import RAMP_S
-from handleit.behaviors.door_nodes import STALL_STEPS, SwingDoorOpen
+from handleit.behaviors.door_nodes import ARC_LEAD_RAD, STALL_STEPS, SwingDoorOpen
 from handleit.behaviors.solver_tools import ToolsSpec, make_tools
 from handleit.types import Observation
 
 
 def _swing(drawer_model, latency_s: float, camera_hz: float | None, hinge_point_W=None, ticks: int = 80, bb_out=None,
-           front_edge_W=None):
+           front_edge_W=None, goals_out=None):
     """A swing on a door held 57 degrees open whose hand never moves, ticked at the control rate from t = 1 s;
     clouds stamped ``latency_s`` before their tick, one per control period or at ``camera_hz``. Returns the
     statuses per tick. The IK stands in with the current joints (what is tested is when the swing ends)."""
     tools = make_tools(ToolsSpec(drawer_model), namespace=f"/swing_test_{time.monotonic_ns()}")
-    tools.ik = SimpleNamespace(solve=lambda q, goals, **kw: SimpleNamespace(success=True, q=np.array(q), message="ok"))
+    def solve(q, goals, **kw):
+        if goals_out is not None:
+            goals_out.append(goals[tools.side].copy())
+        return SimpleNamespace(success=True, q=np.array(q), message="ok")
+
+    tools.ik = SimpleNamespace(solve=solve)
     bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
     for key in ("observation", "tick", "hinge", "open_state", "reference", "command"):
         bb.register_key(key, access=Access.WRITE)
@@ -76,6 +81,20 @@ def test_clouds_from_before_the_swing_and_repeated_clouds_do_not_end_it_early(dr
     # The first cloud taken since the swing began arrives 0.1 s + up to one camera period after it; the stall
     # window (STALL_STEPS control periods) is then measured between clouds.
     assert len(statuses) * dt >= 0.1 + RAMP_S + STALL_STEPS * dt
+
+
+def test_a_door_grasped_open_is_turned_from_where_it_was_grasped(drawer_model):
+    """A door re-grasped at 57 degrees (a handle that slipped mid-swing): the first goal is the grasp turned by the
+    lead about the hinge, not by the door's opening plus the lead (which had put it 57 degrees past the hand, the hand
+    stood still, and the still door past 45 degrees ended the swing as if at its stop)."""
+    goals = []
+    _swing(drawer_model, 0.0, None, ticks=1, goals_out=goals)
+    hinge_W, radius = np.array([0.7, 0.5, 0.8]), 0.5
+    grasp_W = np.array([0.7, 0.0, 0.8])
+    chord_m = np.linalg.norm(goals[0][:3, 3] - grasp_W)
+    turn_rad = 2 * np.arcsin(chord_m / (2 * radius))
+    assert np.linalg.norm(goals[0][:2, 3] - hinge_W[:2]) == pytest.approx(radius)
+    assert turn_rad == pytest.approx(ARC_LEAD_RAD, abs=1e-6)  # past START_SWING_RAD: the arc's lead
 
 
 def test_the_hinge_moves_to_where_the_closed_and_swung_faces_meet_when_that_is_more_than_3_cm_away(drawer_model):
