@@ -44,9 +44,10 @@ MAX_OPENING_RAD = math.radians(130)  # beyond the largest door range: the door's
 # from the closed door when the two are more than HINGE_REFIT_M apart: a closed door's extent (and so its hinge)
 # is only as good as its mask, which a marked handle's segmenter guesses (hinge 6 cm off, docs/benchmarks.md).
 # The faces' hinge is taken only where it lies within HINGE_EDGE_M of the swung leaf's hinge-side end as seen
-# in the same cloud: the two faces are seen seconds apart, and an odometry drift of 2 cm between them put the
-# hinge 13-15 cm off at 15 degrees (1 / sin of the angle), where the leaf's end was within 1 cm
-# (docs/benchmarks.md "The door's hinge refit checked against the leaf's end").
+# in the same cloud, and that end is itself more than HINGE_REFIT_M from the estimate: the two faces are seen
+# seconds apart, and an odometry drift of 2 cm between them put the hinge 13-15 cm off at 15 degrees (1 / sin of
+# the angle), where the leaf's end was within 1 cm (docs/benchmarks.md "The door's hinge refit checked against
+# the leaf's end").
 HINGE_REFIT_RAD = math.radians(15)
 HINGE_REFIT_M = 0.03
 HINGE_EDGE_M = 0.03
@@ -143,9 +144,9 @@ class SwingDoorOpen(Skill):
         return (self.door0 or 0.0) + max(0.0, swept_angle_rad(np.array([self.path_W[0], X_WT[:3, 3]]), p_W, axis))
 
     def _refit_hinge(self, hand_W: np.ndarray) -> None:
-        """Move the hinge to where the door's closed and swung faces meet, when that is more than HINGE_REFIT_M from
-        the estimate and within HINGE_EDGE_M of the leaf's hinge-side end (see HINGE_REFIT_RAD); the angles judged
-        so far were about the old hinge and are dropped."""
+        """Move the hinge to where the door's closed and swung faces meet, when that is within HINGE_EDGE_M of the
+        leaf's hinge-side end and both are more than HINGE_REFIT_M from the estimate (see HINGE_REFIT_RAD); the angles
+        judged so far were about the old hinge and are dropped."""
         estimator = self.bb.open_state
         p_W = self.bb.hinge[0]
         found = None if estimator is None else estimator.hinge_point_W(p_W[2], HINGE_REFIT_RAD)
@@ -154,6 +155,8 @@ class SwingDoorOpen(Skill):
         edge = estimator.front_edge_W(p_W[2], hand_W)  # the hand holds the free edge
         if edge is None or np.linalg.norm(found[:2] - edge[:2]) > HINGE_EDGE_M:
             self.refits_refused += 1
+            return
+        if np.linalg.norm(p_W[:2] - edge[:2]) <= HINGE_REFIT_M:  # the leaf's end agrees with the estimate
             return
         hinge = hinge_through(found, self.X_WG0[:3, 3], estimator.initial_normal_W)
         if not MIN_HINGE_RADIUS_M < hinge[2] < MAX_HINGE_RADIUS_M:
