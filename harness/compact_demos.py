@@ -92,15 +92,19 @@ def write_compact_episode(path: Path, demo: dict, mask_names: tuple[str, ...], p
 
 
 def compact_demos(src: Path | str, out: Path | str, points: int, decimals: int | None = 3, seed: int = 0,
-                  episodes: int | None = None, resume: bool = False, log=print) -> dict:
-    """Write ``<out>/<task>.h5`` (+ .json): the first ``episodes`` (default all) demonstrations of ``src`` with
-    ``points`` points per observation and positions rounded to ``decimals`` (module docstring). Episode i's
-    subsets are drawn from ``default_rng([seed, episode_id])``. Returns counts and sizes."""
+                  episodes: int | None = None, resume: bool = False, log=print, first: int = 0) -> dict:
+    """Write ``<out>/<task>.h5`` (+ .json): ``episodes`` (default all) demonstrations of ``src`` from its
+    ``first``-th on, with ``points`` points per observation and positions rounded to ``decimals`` (module
+    docstring). Episode i's subsets are drawn from ``default_rng([seed, episode_id])``. Parts of one file (each
+    its own ``first`` and ``out``) are read together by ``load_demo_data`` and ``handleit train --data``: a copy
+    too large for one transfer travels in parts. Returns counts and sizes."""
     src, out = Path(src), Path(out)
     if not src.exists():
         raise FileNotFoundError(f"no demo file {src}")
     if (out / src.name).resolve() == src.resolve():
         raise ValueError(f"--out {out} would overwrite the source {src}; choose another folder")
+    if first < 0:
+        raise ValueError(f"first must be >= 0, got {first}")
     if decimals is not None and not 0 <= decimals <= 6:
         raise ValueError(f"decimals must be 0 to 6 (or None: exact), got {decimals}")
     doc = load_demo_info(src)
@@ -112,13 +116,15 @@ def compact_demos(src: Path | str, out: Path | str, points: int, decimals: int |
                     source={"file": src.name, "source": info.get("source"), "method": COMPACT_METHOD,
                             "recorded_points": recorded, "points": kept_points, "position_decimals": decimals,
                             "seed": seed})
-    sources = doc["episodes"][:episodes] if episodes is not None else doc["episodes"]
+    sources = doc["episodes"][first:None if episodes is None else first + episodes]
+    if not sources:
+        raise ValueError(f"{src} holds {len(doc['episodes'])} demonstrations: none from the {first}-th on")
     stats = {"compacted": 0, "skipped": 0, "transitions": 0}
     with DemoFileWriter(out, src.stem, out_info, resume) as writer:
         done = writer.done_keys()
         pending = [e for e in sources if DemoFileWriter.key(e) not in done]
         stats["skipped"] = len(sources) - len(pending)
-        for failure in doc.get("failed_episodes", []):
+        for failure in doc.get("failed_episodes", []) if first == 0 else []:  # listed once, with the first part
             if DemoFileWriter.key(failure) not in done:
                 writer.add_failure(failure)
         if log:
@@ -151,7 +157,9 @@ def add_commands(subparsers) -> None:
     cmd.add_argument("--decimals", type=int, default=3,
                      help="positions on a grid of 10^-N m (default 3: 1 mm; lossy, within 1 mm); -1 keeps them exact")
     cmd.add_argument("--seed", type=int, default=0, help="draws the point subsets")
-    cmd.add_argument("--episodes", type=int, default=None, help="only the first N demonstrations")
+    cmd.add_argument("--episodes", type=int, default=None, help="only N demonstrations (default: all)")
+    cmd.add_argument("--first", type=int, default=0,
+                     help="start at the demonstration with this index (0-based): one part of a copy made in parts")
     cmd.add_argument("--resume", action="store_true", help="continue a copy that was cut off")
     cmd.set_defaults(func=_compact_command)
 
@@ -159,7 +167,7 @@ def add_commands(subparsers) -> None:
 def _compact_command(args) -> int:
     try:
         stats = compact_demos(args.src, args.out, args.points, None if args.decimals < 0 else args.decimals,
-                              args.seed, args.episodes, args.resume)
+                              args.seed, args.episodes, args.resume, first=args.first)
     except (FileExistsError, FileNotFoundError, ValueError) as error:
         print(f"handleit compact-demos: {error}", file=sys.stderr)
         return 2

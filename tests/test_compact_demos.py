@@ -108,6 +108,20 @@ def test_compact_refuses_to_overwrite_and_resumes(source, tmp_path):
         compact_demos(source, source.parent, points=8, log=None)
 
 
+def test_a_copy_in_parts_reads_back_as_the_whole_copy(source, tmp_path):
+    whole = load_demo_data(compact_demos(source, tmp_path / "whole", points=POINTS, decimals=None, log=None)["h5"])
+    first = compact_demos(source, tmp_path / "a", points=POINTS, decimals=None, episodes=2, log=None)
+    rest = compact_demos(source, tmp_path / "b", points=POINTS, decimals=None, first=2, log=None)
+    assert (first["demos"], rest["demos"]) == (2, 1)
+    parts = load_demo_data([first["h5"], rest["h5"]])
+    assert parts.trajectories == whole.trajectories == 3 and len(parts) == len(whole)
+    np.testing.assert_array_equal(parts.actions, whole.actions)
+    with pytest.raises(ValueError, match="none from the 3-th on"):
+        compact_demos(source, tmp_path / "c", points=POINTS, first=3, log=None)
+    with pytest.raises(ValueError, match="first must be >= 0"):
+        compact_demos(source, tmp_path / "d", points=POINTS, first=-1, log=None)
+
+
 def test_compact_demos_command(source, tmp_path, capsys):
     from handleit.harness.cli import main
 
