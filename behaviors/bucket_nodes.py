@@ -52,7 +52,11 @@ RIM_PAD_DEPTH_M = 0.015  # finger pads centred this far below the rim's top (pad
 RIM_TILT_RAD = math.radians(25.0)
 RIM_PREGRASP_HEIGHT_M = 0.06  # fingers pre-shaped wider than the rim: a short straight descent is enough
 PRESHAPE_MARGIN_M = 0.035  # fingers this much wider than the rim on the way down
-HUG_HEIGHT_FRACTION = 0.55  # hug the walls at this fraction of the rim height
+# Hug the walls at this fraction of the rim height: just above the loaded bucket's centre of mass (0.47-0.49 of its
+# height on seven train buckets, the ball at the bottom). A hug holds the bucket on the line between the hands, about
+# which it hangs like a pendulum; the carry's acceleration turns it by that line's height above the centre of mass.
+# At 0.55 the carry tilted the bucket out of the hands in 10 of 100 perturbed episodes (docs/benchmarks.md).
+HUG_HEIGHT_FRACTION = 0.50
 WALL_BAND_M = 0.03  # half height of the band of wall points the radius at the hold is read from
 HUG_SQUEEZE_M = 0.07  # hug goals this far inside the wall surface: the arms press on it
 HUG_PREGRASP_OUT_M = 0.08
