@@ -19,6 +19,7 @@ from handleit.behaviors.bucket_nodes import (
     lift_travel_m,
     over_platform_travel_m,
     rim_hold_poses,
+    wall_slope,
 )
 from handleit.behaviors.chair_nodes import HOLD_DEPTH_M, MIN_HOLD_SEPARATION_M, backrest_hold_poses
 from handleit.behaviors.planners import whole_body_ik
@@ -361,6 +362,40 @@ def test_hug_goals_hold_the_wall_radius_seen_on_the_near_side():
     goals = hug_hold_poses(rim, points, _X_WB(), squeeze_m=0.0)
     for side in ("left", "right"):
         assert np.linalg.norm(goals[side][:2, 3] - rim.center_W[:2]) == pytest.approx(0.2, abs=0.005)
+
+
+def test_hug_fingers_follow_a_tapered_wall():
+    """On a bucket wider at the top, vertical fingers touch the wall with the upper one alone, and the bucket turns
+    freely about the line between the hands (docs/benchmarks.md); the hug's fingers follow the wall's slope, read
+    robustly (the bail handle lies against the wall at some heights)."""
+    rim = _rim(outer=0.2, inner=0.19, height=0.3)
+    slope = (0.2 - 0.15) / 0.3
+    angles = np.linspace(0, 2 * np.pi, 400, endpoint=False)
+    heights = np.linspace(0.0, 0.3, 61)
+    wall = [[0.8 + (0.15 + slope * z) * math.cos(a), (0.15 + slope * z) * math.sin(a), z]
+            for a in angles if math.cos(a) < 0 for z in heights]
+    handle = [[0.8 + (0.17 + slope * z) * math.cos(a), (0.17 + slope * z) * math.sin(a), z]
+              for a in angles if math.cos(a) < -0.5 for z in (0.12, 0.125, 0.13, 0.135)]
+    points = np.array(wall + handle)
+    z_hold = 0.5 * rim.height_m
+    assert wall_slope(points, rim.center_W[:2], z_hold, [0.0, 0.0]) == pytest.approx(slope, abs=0.01)
+    goals = hug_hold_poses(rim, points, _X_WB(), squeeze_m=0.0)
+    for side in ("left", "right"):
+        X = goals[side]
+        assert np.allclose(X[:3, :3] @ X[:3, :3].T, np.eye(3)) and np.isclose(np.linalg.det(X[:3, :3]), 1.0)
+        outward = X[:3, 3] - rim.center_W
+        outward[2] = 0.0
+        outward /= np.linalg.norm(outward)
+        along_wall = (slope * outward + np.array([0.0, 0.0, 1.0])) / math.hypot(1.0, slope)
+        assert abs(X[:3, 1] @ along_wall) == pytest.approx(1.0, abs=1e-3)  # fingers one above the other on it
+        assert X[:3, 2] @ along_wall == pytest.approx(0.0, abs=1e-3)  # pressing normal to the wall
+        assert X[:3, 2] @ outward < -0.9  # toward the axis
+        assert np.linalg.norm(X[:2, 3] - rim.center_W[:2]) == pytest.approx(0.15 + slope * z_hold, abs=0.01)
+    # A straight wall keeps the fingers vertical.
+    straight = np.array([[0.8 + 0.2 * math.cos(a), 0.2 * math.sin(a), z] for a in angles if math.cos(a) < 0
+                         for z in heights])
+    assert wall_slope(straight, rim.center_W[:2], z_hold, [0.0, 0.0]) == pytest.approx(0.0, abs=1e-3)
+    assert abs(hug_hold_poses(rim, straight, _X_WB(), squeeze_m=0.0)["left"][2, 1]) == pytest.approx(1.0)
 
 
 def test_base_lead_keeps_a_lagging_base_from_overshooting_the_stop():
