@@ -55,13 +55,16 @@ RIM_TILT_RAD = math.radians(25.0)
 RIM_PREGRASP_HEIGHT_M = 0.06  # fingers pre-shaped wider than the rim: a short straight descent is enough
 PRESHAPE_MARGIN_M = 0.035  # fingers this much wider than the rim on the way down
 # Hug the walls at this fraction of the rim height: just above the loaded bucket's centre of mass (0.47-0.49 of its
-# height on seven train buckets, the ball at the bottom). A hug holds the bucket on the line between the hands, about
-# which it hangs like a pendulum; the carry's acceleration turns it by that line's height above the centre of mass.
-# At 0.55 the carry tilted the bucket out of the hands in 10 of 100 perturbed episodes (docs/benchmarks.md).
+# height on seven train buckets, the ball at the bottom), where the carry's acceleration has the least lever to turn
+# it about the line between the hands. Measured alone (0.55 before) it moved failures around and gained nothing;
+# what stopped the bucket turning in the hands was the fingers along the wall (HUG_FOLLOWS_TAPER), measured with
+# 0.50 (docs/benchmarks.md, "The hug's fingers along a tapered wall").
 HUG_HEIGHT_FRACTION = 0.50
 WALL_BAND_M = 0.03  # half height of the band of wall points the radius at the hold is read from
 HUG_SQUEEZE_M = 0.07  # hug goals this far inside the wall surface: the arms press on it
-HUG_FOLLOWS_TAPER = True  # the fingers along the wall's slope (False: vertical)
+# The fingers along the wall's slope (False: vertical). On a tapered wall vertical fingers touch with the upper one
+# alone: two point contacts, an axle about which the bucket turns freely in the carry.
+HUG_FOLLOWS_TAPER = True
 WALL_SLOPE_SPAN_M = 0.05  # the wall's slope read from its radius this far above and below the hold
 WALL_SLOPE_BAND_M = 0.01
 MAX_WALL_SLOPE = 0.35  # about 19 degrees: the generator's steepest taper is about 15 (a slope of 0.28)
@@ -88,10 +91,10 @@ LIFT_MARGIN_S = 0.05  # the torso lags its reference: the base reaches the platf
 # and 0.1 s: on the 64 hugged episodes of docs/benchmarks.md (issue 14, eighth session), 54 against 47 succeeded
 # in 200 steps, none failing at the platform's edge (every centimetre lifted is also one to lower).
 HUG_EXTRA_LIFT_M = 0.02
-# A hugged bucket hangs from the line between the hands: the carry's acceleration across that line swings it
-# (toward atan(a / g) from upright). The hug's carry starts at this ramp from rest to full speed instead of
-# HELD_RAMP_S (it still stops in HELD_RAMP_S): a gentler start for about half its extra seconds in steps.
-HUG_CARRY_START_RAMP_S = 0.3
+# The hug's carry goes from rest to full speed in this long (it stops in HELD_RAMP_S). A gentler start (0.5 s, about
+# 10 steps more) was tried against the bucket turning in the hands and saved 1 of 6 seeds (docs/benchmarks.md):
+# kept at HELD_RAMP_S.
+HUG_CARRY_START_RAMP_S = HELD_RAMP_S
 HUG_EXTRA_MARGIN_S = 0.0
 PLATFORM_TOP_BAND_M = 0.03  # points this close below the platform's top height are its top face
 EDGE_MARGIN_M = 0.05  # the lift ends with the bucket's wall at least this far from the platform's edge
