@@ -440,9 +440,6 @@ class MoveBaseHolding(Skill):
     the base waits before it starts, the torso already moving. ``gripper_key``: a blackboard key holding the
     grippers' command (the hold decides it), used instead of ``gripper`` when set.
 
-    ``start_ramp_key``: a blackboard key holding how long (s) the base takes from rest to full speed (None:
-    ``ramp_s``); stopping still takes ``ramp_s``.
-
     ``lower_key``: a blackboard key holding (travel m, dz m) or None: once the base has gone this far from where
     it started and the torso has arrived at its height, the torso's goal moves by dz (a set-down begun while the
     base still moves); the node then writes (0, 0, 0) under ``lowered_key`` (the set-down's own offset, now done
@@ -451,17 +448,15 @@ class MoveBaseHolding(Skill):
     def __init__(self, name, tools, offset_key: str, gripper="close", speed_fraction=1.0, settle_mps=0.05,
                  tolerance_m=0.01, ramp_s: float = HELD_RAMP_S, independent_height: bool = False,
                  delay_key: str | None = None, gripper_key: str | None = None, lower_key: str | None = None,
-                 lowered_key: str | None = None, start_ramp_key: str | None = None):
+                 lowered_key: str | None = None):
         if (lower_key is None) != (lowered_key is None):
             raise ValueError("MoveBaseHolding: give lower_key and lowered_key together")
-        reads = ("observation", "tick", offset_key) + tuple(
-            k for k in (delay_key, gripper_key, lower_key, start_ramp_key) if k)
+        reads = ("observation", "tick", offset_key) + tuple(k for k in (delay_key, gripper_key, lower_key) if k)
         super().__init__(name, tools, reads=reads,
                          writes=("command", "reference") + ((lowered_key,) if lowered_key else ()))
         self.offset_key, self.gripper, self.delay_key = offset_key, gripper, delay_key
         self.gripper_key = gripper_key
         self.lower_key, self.lowered_key = lower_key, lowered_key
-        self.start_ramp_key = start_ramp_key
         self.settle_mps, self.tolerance_m = settle_mps, tolerance_m
         independent = (tools.base_index[3],) if independent_height else ()
         # The base's heading does not change in these moves: its x/y limits are budgeted in its own frame.
@@ -480,7 +475,6 @@ class MoveBaseHolding(Skill):
         if self.q_target is None:
             offset = np.asarray(self.bb.get(self.offset_key), dtype=float)
             self.reference.start(obs, self.bb.reference, self.bb.tick)
-            self.reference.start_ramp_s = self.bb.get(self.start_ramp_key) if self.start_ramp_key else None
             # From the reference, not the measured configuration: the arms hold where they were told to be.
             self.q_target = self.reference.q.copy()
             self.q_target[[x, y]] += offset[:2]

@@ -18,7 +18,6 @@ Blackboard keys (besides the common ones):
     lower_in_carry    (travel m, dz m): the carry lowers the bucket by dz once the base has travelled this far
                       (the bucket's axis over the platform) and the lift is over; None: set down after the carry
     carry_delay_s     how long the base waits at the start of the carry while the torso lifts
-    carry_start_ramp_s  how long the carry's base takes from rest to full speed (gentler for a hug)
 """
 
 from __future__ import annotations
@@ -91,10 +90,6 @@ LIFT_MARGIN_S = 0.05  # the torso lags its reference: the base reaches the platf
 # and 0.1 s: on the 64 hugged episodes of docs/benchmarks.md (issue 14, eighth session), 54 against 47 succeeded
 # in 200 steps, none failing at the platform's edge (every centimetre lifted is also one to lower).
 HUG_EXTRA_LIFT_M = 0.02
-# The hug's carry goes from rest to full speed in this long (it stops in HELD_RAMP_S). A gentler start (0.5 s, about
-# 10 steps more) was tried against the bucket turning in the hands and saved 1 of 6 seeds (docs/benchmarks.md):
-# kept at HELD_RAMP_S.
-HUG_CARRY_START_RAMP_S = HELD_RAMP_S
 HUG_EXTRA_MARGIN_S = 0.0
 PLATFORM_TOP_BAND_M = 0.03  # points this close below the platform's top height are its top face
 EDGE_MARGIN_M = 0.05  # the lift ends with the bucket's wall at least this far from the platform's edge
@@ -390,8 +385,7 @@ class PlanCarry(Skill):
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("observation", "rim", "bucket_height_m", "platform_top_z_m",
                                              "platform_points_W", "target_xy_W", "hold"),
-                         writes=("carry_offset_W", "carry_delay_s", "carry_start_ramp_s", "lower_offset_W",
-                                 "lower_in_carry",
+                         writes=("carry_offset_W", "carry_delay_s", "lower_offset_W", "lower_in_carry",
                                  "rim_z_at_grasp_m", "torso_at_grasp_m", "rim_radius_at_grasp_m",
                                  "carry_gripper"))
 
@@ -419,13 +413,10 @@ class PlanCarry(Skill):
         limits = tools.model.velocity_limits
         margin_s = LIFT_MARGIN_S + (HUG_EXTRA_MARGIN_S if hug else 0.0)
         t_lift = trapezoid_time_s(lift, limits[height], HELD_RAMP_S) + margin_s if lift > 0 else 0.0
-        start_ramp_s = HUG_CARRY_START_RAMP_S if hug else HELD_RAMP_S
-        t_ahead = (trapezoid_time_s(ahead, min(limits[x], limits[y]), HELD_RAMP_S, stop=False,
-                                    start_ramp_s=start_ramp_s) if ahead > 0 else 0.0)
+        t_ahead = trapezoid_time_s(ahead, min(limits[x], limits[y]), HELD_RAMP_S, stop=False) if ahead > 0 else 0.0
         lower = (platform_z + SET_DOWN_HEIGHT_M) - (bottom_z + lift)
         self.bb.carry_offset_W = np.array([carry[0], carry[1], lift])
         self.bb.carry_delay_s = max(t_lift - t_ahead, 0.0)
-        self.bb.carry_start_ramp_s = start_ramp_s
         self.bb.lower_offset_W = np.array([0.0, 0.0, lower])
         # Set down while the base still moves: from where the axis is over the platform, the bottom may go down
         # to just above its top (the edge is behind it), so that the lowering ends about when the base stops

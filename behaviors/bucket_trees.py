@@ -63,7 +63,7 @@ MAX_ATTEMPTS = 3
 BUCKET_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "rim": None, "bucket_points_W": None, "bucket_height_m": None,
                      "ball_points_W": None, "platform_top_z_m": None, "platform_points_W": None, "hold": None,
                      "rim_z_at_grasp_m": None, "torso_at_grasp_m": None, "rim_radius_at_grasp_m": None,
-                     "carry_offset_W": None, "carry_delay_s": None, "carry_start_ramp_s": None,
+                     "carry_offset_W": None, "carry_delay_s": None,
                      "carry_gripper": None, "lower_offset_W": None, "lower_in_carry": None,
                      "preshape_opening_m": None}
 
@@ -104,7 +104,6 @@ def create_move_bucket_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     carry_moves = py_trees.composites.Sequence("lift, carry, lower", memory=True, children=[
         StepTimeout("carried in time?", MoveBaseHolding("lift and carry", tools, "carry_offset_W",
                                                         independent_height=True, delay_key="carry_delay_s",
-                                                        start_ramp_key="carry_start_ramp_s",
                                                         gripper_key="carry_gripper", lower_key="lower_in_carry",
                                                         lowered_key="lower_offset_W"),
                     500, tools),
