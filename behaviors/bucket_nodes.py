@@ -56,14 +56,11 @@ PRESHAPE_MARGIN_M = 0.035  # fingers this much wider than the rim on the way dow
 # Hug the walls at this fraction of the rim height: just above the loaded bucket's centre of mass (0.47-0.49 of its
 # height on seven train buckets, the ball at the bottom), where the carry's acceleration has the least lever to turn
 # it about the line between the hands. Measured alone (0.55 before) it moved failures around and gained nothing;
-# what stopped the bucket turning in the hands was the fingers along the wall (HUG_FOLLOWS_TAPER), measured with
+# what stopped the bucket turning in the hands was the fingers along the wall (hug_hold_poses), measured with
 # 0.50 (docs/benchmarks.md, "The hug's fingers along a tapered wall").
 HUG_HEIGHT_FRACTION = 0.50
 WALL_BAND_M = 0.03  # half height of the band of wall points the radius at the hold is read from
 HUG_SQUEEZE_M = 0.07  # hug goals this far inside the wall surface: the arms press on it
-# The fingers along the wall's slope (False: vertical). On a tapered wall vertical fingers touch with the upper one
-# alone: two point contacts, an axle about which the bucket turns freely in the carry.
-HUG_FOLLOWS_TAPER = True
 WALL_SLOPE_SPAN_M = 0.05  # the wall's slope read from its radius this far above and below the hold
 WALL_SLOPE_BAND_M = 0.01
 MAX_WALL_SLOPE = 0.35  # about 19 degrees: the generator's steepest taper is about 15 (a slope of 0.28)
@@ -239,13 +236,14 @@ def hug_hold_poses(rim, points_W: np.ndarray, X_WB: np.ndarray, squeeze_m: float
                    heading_rad: float | None = None) -> dict[str, np.ndarray]:
     """Tool-centre goals of the hug: each open hand points at the bucket's axis from its side (as
     :func:`rim_hold_poses`), its fingertips one above the other along the wall's slope (:func:`wall_slope`: on a
-    tapered bucket both fingers then press on the wall, not the upper one alone), at ``HUG_HEIGHT_FRACTION`` of
-    the rim height, ``squeeze_m`` inside the wall (negative: outside)."""
+    tapered bucket both fingers then press on the wall; vertical fingers touch it with the upper one alone, two point
+    contacts that make an axle about which the bucket turns freely in the carry), at ``HUG_HEIGHT_FRACTION`` of the
+    rim height, ``squeeze_m`` inside the wall (negative: outside)."""
     height = HUG_HEIGHT_FRACTION * rim.height_m
     c = np.asarray(rim.center_W)[:2]
     radius = _wall_radius_m(points_W, c, height, X_WB[:2, 3])
     radius = rim.outer_radius_m if radius is None else radius
-    slope = wall_slope(points_W, c, height, X_WB[:2, 3]) if HUG_FOLLOWS_TAPER else 0.0
+    slope = wall_slope(points_W, c, height, X_WB[:2, 3])
     up = np.array([0.0, 0.0, 1.0])
     goals = {}
     for side, d in _side_directions(rim, X_WB, heading_rad).items():
