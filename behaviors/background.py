@@ -36,16 +36,11 @@ from py_trees.common import Access, Status
 
 from handleit.types import Observation
 
-from .common import JointReference
 from .planning_worker import PlanningWorkerDied, planning_worker
 
 HOLD_STILL_FEEDBACK = "planning in the background: holding still"
-# A node whose plan only improves on one the robot already follows (``holds_still = False``) says this instead, and
-# so does a node that keeps the last move going while it plans (``follow_key``).
+# A node whose plan only improves on one the robot already follows (``holds_still = False``) says this instead.
 FOLLOWING_FEEDBACK = "planning in the background: the robot follows the plan it has"
-# ``follow_key``: the move kept going runs at this fraction of the velocity limits, the default of the moves that hand
-# it over (bimanual_nodes.MoveBothArms).
-FOLLOW_SPEED_FRACTION = 0.9
 SETTLE_FEEDBACK = "waiting for a cloud taken at rest: holding still"
 # A node that compares the robot as the cameras see it with its model (the hand-eye corrections) must put the model
 # at the joints of the moment the cloud was taken: in real time the newest cloud is older than the newest joint
@@ -120,14 +115,6 @@ class BackgroundPlanning:
     # Real time: command zero velocity while the plan runs. False for a node that only searches for a better plan
     # than one the robot already follows (beside the move that follows it, in a Parallel): it commands nothing.
     holds_still: bool = True
-    # Real time: instead of holding still while the plan runs, keep following the last move: go on toward the
-    # configuration under this blackboard key along the reference the move before handed over, with the gripper
-    # opening (m) under ``follow_gripper_key`` (None: open). The move after the plan then continues from a moving
-    # reference, as in lockstep, where the plan takes no robot time; stopping and starting again from rest costs
-    # the robot a ramp down and up (the chair's hold refined between its reach and its lowering: 3-4 steps).
-    follow_key: str | None = None
-    follow_gripper_key: str | None = None
-    _follower: JointReference | None = None
     _settle: dict | None = None
     _at_cloud = None  # real time, needs_cloud_at_rest: the observation at its cloud's stamp, for snapshot()
 
@@ -166,12 +153,9 @@ class BackgroundPlanning:
             self.plan_wall_s.append(time.perf_counter() - start)
             return self.apply(result)
         if self._job is None:
-            # The node commands while it plans (hold still, or keep following): write access to the command, real
-            # time only.
-            if self.holds_still or self.follow_key is not None:
+            # The node commands while it plans (hold still): write access to the command, real time only.
+            if self.holds_still:
                 self.bb.register_key("command", access=Access.WRITE)
-            if self.follow_key is not None:
-                self._start_following()
             if self.needs_cloud_at_rest:
                 self._at_cloud = self.observation_at_cloud()
                 if self._at_cloud is None and not self._settled():
@@ -183,13 +167,10 @@ class BackgroundPlanning:
             self._hold_ticks, self._at_cloud = 0, None
         if not self._job.done():
             self._hold_ticks += 1
-            following = self.follow_key is not None
-            if following:
-                self._follow()
-            elif self.holds_still:
+            if self.holds_still:
                 self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
-            said = HOLD_STILL_FEEDBACK if self.holds_still and not following else FOLLOWING_FEEDBACK
-            self.feedback_message = (f"{said} ({self._hold_ticks} ticks, {time.perf_counter() - self._job.started_s:.2f} s)")
+            self.feedback_message = (f"{HOLD_STILL_FEEDBACK if self.holds_still else FOLLOWING_FEEDBACK} "
+                                     f"({self._hold_ticks} ticks, {time.perf_counter() - self._job.started_s:.2f} s)")
             return Status.RUNNING
         job, self._job = self._job, None
         self.plan_wall_s.append(job.wall_s)
@@ -201,22 +182,6 @@ class BackgroundPlanning:
         except PlanningWorkerDied as died:  # the plan is lost; the worker was restarted for the next one
             return self.fail(f"planning worker died while planning: {died}")
         return self.apply(result)
-
-    def _start_following(self) -> None:
-        for key in ("reference", "tick", self.follow_key) + ((self.follow_gripper_key,) if self.follow_gripper_key
-                                                             else ()):
-            self.bb.register_key(key, access=Access.WRITE if key == "reference" else Access.READ)
-        self._follower = JointReference(self.tools, FOLLOW_SPEED_FRACTION)
-
-    def _follow(self) -> None:
-        """One step of the last move, kept going while the plan runs (``follow_key``)."""
-        q_target = self.bb.get(self.follow_key)
-        if q_target is None:  # nothing to follow: hold still
-            self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
-            return
-        qvel, _ = self._follower.follow(np.asarray(q_target, dtype=float), self.bb.observation, self.bb)
-        opening = self.bb.get(self.follow_gripper_key) if self.follow_gripper_key else None
-        self.send(qvel, "open" if opening is None else float(opening))
 
     def warm_up_planners(self) -> None:
         """Build the planners ``plan`` uses (real time only, before the clock runs: in this process with

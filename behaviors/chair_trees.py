@@ -15,8 +15,7 @@ then nudge).
         │       │   ├── search quicker hold      real time: the full search, off the tick thread; its hold
         │       │   │                            replaces the first if quicker from where the robot is
         │       │   └── reach above backrest     base, torso (rising first) and both arms together
-        │       ├── refine hold                  the grasp again from a fresh estimate (in real time the reach
-        │       │                                goes on meanwhile)
+        │       ├── refine hold                  the grasp again from a fresh estimate
         │       ├── lower onto backrest, hands seen (Parallel)
         │       │   ├── correct hold (hands seen)   cameras off: the hold moved by the hands' offsets (in real
         │       │   │                            time beside the lowering, which it then redirects)
@@ -93,9 +92,7 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
                                                     position_tolerance_m=0.03, angle_tolerance_rad=0.15,
                                                     gripper_key="preshape_opening_m", torso_first=True), 250, tools),
                             PlanBackrestHold("search quicker hold", tools, stage="search")),
-        # In real time the reach goes on while the grasp is refined: the lowering continues a moving reference.
-        PlanBackrestHold("refine hold", tools, refine=True, follow_key="q_pregrasp",
-                         follow_gripper_key="preshape_opening_m"),
+        PlanBackrestHold("refine hold", tools, refine=True),
         # Both hands in view above the backrest: move the hold by the offsets at which the cameras see them.
         # In real time the lowering starts at once and the correction moves its goal when it is done.
         move_while_planning("lower onto backrest, hands seen", StepTimeout(

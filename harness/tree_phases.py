@@ -3,9 +3,8 @@
 Both harnesses keep it, the lockstep one (``diagnostics["phases"]``) and the real-time one
 (``diagnostics["realtime"]["phases"]``), so that the same episode can be compared step by step across them
 (``benchmarks/realtime_phases.py``). A phase is ``[tip node name, clock s at its first step, steps]``; the name
-gets " (planning)" while the node held still for a background plan, " (planning, moving)" while it kept the last
-move going meanwhile, and " (settling)" while a hand-eye node waited for a cloud taken at rest (real time only,
-``behaviors/background.py``).
+gets " (planning)" while the node held still for a background plan and " (settling)" while a hand-eye node
+waited for a cloud taken at rest (real time only, ``behaviors/background.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import Status
 
-from handleit.behaviors.background import FOLLOWING_FEEDBACK, HOLD_STILL_FEEDBACK, SETTLE_FEEDBACK
+from handleit.behaviors.background import HOLD_STILL_FEEDBACK, SETTLE_FEEDBACK
 
 
 def working_tip(node: py_trees.behaviour.Behaviour) -> py_trees.behaviour.Behaviour | None:
@@ -49,8 +48,6 @@ class PhaseTracker:
             label += " (settling)"
         elif feedback.startswith(HOLD_STILL_FEEDBACK):
             label += " (planning)"
-        elif feedback.startswith(FOLLOWING_FEEDBACK):
-            label += " (planning, moving)"
         if self._phases and self._phases[-1][0] == label:
             self._phases[-1][2] += 1
         else:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import py_trees
@@ -189,68 +188,3 @@ def test_a_plan_that_holds_the_robot_still_is_refused_beside_a_move(chair_model)
     holding = _ScriptedHoldPlan("plan hold", tools, "provisional", None, threading.Event())
     with pytest.raises(ValueError, match="must not hold the robot still"):
         move_while_planning("reach", py_trees.behaviours.Running("reach"), holding)
-
-
-class _FollowingPlan(BackgroundPlanning, Skill):
-    """A plan that waits for ``release`` and keeps the move toward ``q_pregrasp`` going meanwhile."""
-
-    def __init__(self, name, tools, release):
-        super().__init__(name, tools, reads=("observation",), writes=())
-        self.follow_key, self.follow_gripper_key = "q_pregrasp", "preshape_opening_m"
-        self.release = release
-
-    def snapshot(self):
-        return None
-
-    def plan(self, _):
-        assert self.release.wait(30)
-        return "planned"
-
-    def apply(self, result):
-        self.feedback_message = result
-        return Status.SUCCESS
-
-
-@pytest.mark.parametrize("realtime", [False, True])
-def test_a_plan_that_follows_keeps_the_last_move_going_from_its_reference(chair_model, realtime):
-    """``follow_key``: while the plan runs (real time) the node goes on along the reference the last move handed
-    over, toward the configuration under the key, instead of commanding zero velocity, and hands the reference on,
-    so that the next move continues a moving reference. In lockstep the plan takes no tick and commands nothing."""
-    tools, bb = _setup(chair_model, realtime=realtime)
-    tools.tracking_pid = SimpleNamespace(step=lambda q_ref, q: 2.0 * (q_ref - q))
-    for key in ("tick", "reference", "preshape_opening_m"):
-        bb.register_key(key, access=Access.WRITE)
-    n = len(chair_model.joint_names)
-    x = tools.base_index[0]
-    q_pregrasp = np.zeros(n)
-    q_pregrasp[x] = 1.0
-    bb.q_pregrasp, bb.preshape_opening_m = q_pregrasp, 0.07
-    # The last move handed over a reference 2 cm ahead of the measured base, moving at 0.5 m/s, at half speed.
-    q_ref, ff = np.zeros(n), np.zeros(n)
-    q_ref[x], ff[x] = 0.02, 0.5
-    bb.tick, bb.reference = 10, (9, q_ref, ff, 0.5)
-    release = threading.Event()
-    release.set() if not realtime else None
-    node = _FollowingPlan("refine", tools, release)
-    node.tick_once()
-    if not realtime:
-        assert node.status == Status.SUCCESS and bb.command is None and bb.reference[0] == 9
-        return
-    commands = []
-    for tick in range(11, 14):
-        bb.tick = tick
-        assert node.status == Status.RUNNING and node.feedback_message.startswith(FOLLOWING_FEEDBACK)
-        commands.append(bb.command)
-        handed = bb.reference
-        assert handed[0] == tick - 1  # handed on every tick: the move after continues it
-        node.tick_once()
-    # The reference went on from the handed-over one (2 cm ahead, moving), not from the measured base at rest:
-    # toward q_pregrasp, faster each tick, the base commanded forward with the fingers at the pre-shaped opening.
-    speeds = [c.qvel[x] for c in commands]
-    assert all(s > 0.5 for s in speeds) and speeds == sorted(speeds)
-    assert all(c.gripper == {"left": 0.07, "right": 0.07} for c in commands)
-    assert 0.02 < handed[1][x] < 0.2 and np.count_nonzero(commands[-1].qvel) == 1
-    release.set()
-    assert node._job.join(timeout_s=30)
-    node.tick_once()
-    assert node.status == Status.SUCCESS and node.feedback_message == "planned"
