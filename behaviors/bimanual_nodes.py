@@ -33,7 +33,7 @@ HOLD_TIME_WEIGHT = 20.0
 # heading there, not a constraint), and the plan with the least time to reach plus time to move wins.
 DIAGONAL_HEADING_OFFSETS_RAD = (math.pi / 4, -math.pi / 4)
 HEADING_WEIGHT = 200.0  # 1/rad^2, on the base's heading toward the offset one
-PROVISIONAL_PLANS = ("all flips", "nearest flip")  # quickest_hold_for_move's provisional searches
+PROVISIONAL_PLANS = ("all flips", "nearest flip", "nearest heading")  # quickest_hold_for_move's provisional searches
 
 
 def shifted_goals(goals: dict[str, np.ndarray], d_W) -> dict[str, np.ndarray]:
@@ -218,14 +218,19 @@ def quickest_hold_for_move(tools: Tools, obs: Observation, goals_facing, pregras
     ``provisional``: a quick first plan for the robot to start on while the full search runs (real time,
     :class:`HoldPlanStages`), with the first cost weighting only, and per heading either every finger flip
     ("all flips") or only the flip nearest the hands' turn (:func:`nearest_flip`, "nearest flip": 6-7 IK solves
-    instead of 29-41 for the bucket, the same hold on test seeds 0-9; it misses the chair's best hold by 0.19 s,
-    whose provisional plan takes every flip: 24 solves, the same hold; benchmarks/hold_plan_cost.py)."""
+    instead of 29-41 for the bucket, the same hold on test seeds 0-9; it misses the chair's best hold by 0.19 s;
+    benchmarks/hold_plan_cost.py), or every flip for one heading: the diagonal offset the base turns least to
+    ("nearest heading": 8 solves instead of 24 for the chair; the heading the base stands at now is left out too:
+    in a lockstep run of 40 chair seeds a diagonal heading was as quick or quicker on all 40, the nearer one on 35,
+    docs/benchmarks.md)."""
     if provisional is not None and provisional not in PROVISIONAL_PLANS:
         raise ValueError(f"provisional plan {provisional!r} is none of {PROVISIONAL_PLANS}")
     yaw = tools.base_index[2]
     move = None if move_W is None else np.asarray(move_W, dtype=float)[:2]
     direction = math.atan2(move[1], move[0]) if move is not None and np.linalg.norm(move) > 1e-3 else None
     headings = [None] + ([] if direction is None else [direction + offset for offset in heading_offsets_rad])
+    if provisional == "nearest heading" and direction is not None:
+        headings = [min(headings[1:], key=lambda h: abs(wrap_angle_rad(h - float(obs.qpos[yaw]))))]
     plans, last = [], None
     for heading in headings:
         kwargs = dict(solve_kwargs)

@@ -141,14 +141,16 @@ class PlanBackrestHold(HoldPlanStages, BackgroundPlanning, Skill):
     the chair's footprint. ``refine``: only the grasp again, from a fresh estimate, once above the backrest
     (the chair may have rolled a little). FAILURE (IK failed, or no backrest seen) leads to recovery. In real
     time (``tools.realtime``) off the tick thread, the robot held still meanwhile (behaviors/background.py), or, with
-    ``stage`` "provisional" and "search", on a quick plan while the full search runs (:class:`HoldPlanStages`)."""
+    ``stage`` "provisional" and "search", on a quick plan while the full search runs (:class:`HoldPlanStages`;
+    ``provisional_search``: which candidates the quick plan tries, :func:`quickest_hold_for_move`)."""
 
-    def __init__(self, name, tools, refine: bool = False, stage: str = "full"):
+    def __init__(self, name, tools, refine: bool = False, stage: str = "full",
+                 provisional_search: str = "nearest heading"):
         super().__init__(name, tools,
                          reads=("observation", "backrest", "chair_center_W", "X_WG_grasp", "target_xy_W"),
                          writes=("q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "preshape_opening_m"))
         self.refine = refine
-        self.set_stage(stage)
+        self.set_stage(stage, provisional_search)
 
     def snapshot(self) -> dict:
         center, previous = self.bb.chair_center_W, self.bb.X_WG_grasp

@@ -5,10 +5,9 @@ headings, four finger flips and two cost weightings, with the pregrasp above eac
 (``behaviors/bimanual_nodes.py``: ``quickest_hold_for_move``). In real time the robot holds still meanwhile.
 For each episode this runs the tree to its first hold plan and plans it three times on the same snapshot: with the
 full IK solves (``quick=False`` forced), as the tree plans it in lockstep (quick solves), and as its first,
-provisional plan in real time (``HoldPlanStages``: one cost weighting; the chair every finger flip, the bucket
-the nearest). It prints
-each plan's wall time, its number of IK solves, and the chosen hold's time to reach and move (the least of the
-headings' times, s).
+provisional plan in real time (``HoldPlanStages``: one cost weighting; the chair every finger flip at the diagonal
+heading nearest its own, the bucket the nearest flip at every heading). It prints each plan's wall time, its number
+of IK solves, and the chosen hold's time to reach and move (the least of the headings' times, s).
 
     python benchmarks/hold_plan_cost.py [--task PushChair,MoveBucket] [--split test] [--seeds 0-9]
 """

@@ -4,8 +4,10 @@ when its own is quicker from where the robot is then. In lockstep the stages are
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import py_trees
@@ -188,3 +190,32 @@ def test_a_plan_that_holds_the_robot_still_is_refused_beside_a_move(chair_model)
     holding = _ScriptedHoldPlan("plan hold", tools, "provisional", None, threading.Event())
     with pytest.raises(ValueError, match="must not hold the robot still"):
         move_while_planning("reach", py_trees.behaviours.Running("reach"), holding)
+
+
+@pytest.mark.parametrize("facing_deg, nearest_deg", [(10.0, 45), (-10.0, -45), (80.0, 45)])
+def test_the_nearest_heading_plan_tries_every_flip_at_the_diagonal_the_base_turns_least_to(chair_model, facing_deg,
+                                                                                          nearest_deg):
+    """The chair's provisional plan ("nearest heading"): one heading of the full search's three (the base as it
+    stands, and 45 degrees either side of the push), the diagonal nearest the base's heading, with every flip."""
+    tools, bb = _setup(chair_model, realtime=True)
+    yaw = tools.base_index[2]
+    asked = []
+
+    class _IK:
+        def solve(self, q, goals, q_nominal=None, fixed_joints=(), **kwargs):
+            if not fixed_joints:  # a grasp (a pregrasp is solved from its grasp with the base fixed)
+                asked.append((None if q_nominal is None else round(math.degrees(q_nominal[yaw])), goals["left"]))
+            return SimpleNamespace(success=True, q=np.array(q if q_nominal is None else q_nominal), message="")
+
+    tools.ik = _IK()
+    obs = bb.observation
+    obs.qpos[yaw] = math.radians(facing_deg)
+    flips = lambda heading: [{"left": "flip a", "right": "flip a"}, {"left": "flip b", "right": "flip b"}]  # noqa: E731
+    push_W = np.array([1.0, 0.0])
+    quickest_hold_for_move(tools, obs, flips, lambda g: g, [{}, {"base_height": 400.0}], push_W)
+    assert {heading for heading, _ in asked} == {None, 45, -45}
+    asked.clear()
+    quickest_hold_for_move(tools, obs, flips, lambda g: g, [{}, {"base_height": 400.0}], push_W,
+                           provisional="nearest heading")
+    assert {heading for heading, _ in asked} == {nearest_deg}
+    assert {flip for _, flip in asked} == {"flip a", "flip b"}
