@@ -769,13 +769,24 @@ def runner_max_age_s(settings: RealtimeSettings) -> dict[str, float]:
     return {stream: limit + settings.sensor_latency_s for stream, limit in DEFAULT_MAX_AGE_S.items()}
 
 
-class RealtimeEpisodes:
-    """Runs evaluation episodes in real time, one :class:`RealtimeSimRobot` process kept per env configuration
-    (the child builds its env once, as the lockstep workers keep theirs)."""
+# Simulated robots kept alive between episodes by one evaluation worker: each is a process of ~0.7 GB with its env
+# built. One per env configuration without a bound filled 24 GB and met the OOM killer on a grid of 5 tasks x 2
+# splits x 6 real-time settings (60 configurations); an evaluation runs its episodes grouped by configuration, so
+# the last two used are the ones it needs again.
+MAX_KEPT_ROBOTS = 2
 
-    def __init__(self, watchdog_timeout_s: float = DEFAULT_WATCHDOG_TIMEOUT_S):
+
+class RealtimeEpisodes:
+    """Runs evaluation episodes in real time, a :class:`RealtimeSimRobot` process kept per env configuration
+    (the child builds its env once, as the lockstep workers keep theirs) for the ``max_robots`` configurations
+    used last; the one used longest ago is closed (its process ended) when another is needed."""
+
+    def __init__(self, watchdog_timeout_s: float = DEFAULT_WATCHDOG_TIMEOUT_S, max_robots: int = MAX_KEPT_ROBOTS):
+        if max_robots < 1:
+            raise ValueError(f"max_robots must be at least 1, got {max_robots}")
         self.watchdog_timeout_s = watchdog_timeout_s
-        self._robots: dict[tuple, RealtimeSimRobot] = {}
+        self.max_robots = max_robots
+        self._robots: dict[tuple, RealtimeSimRobot] = {}  # in the order of their last use, the oldest first
 
     def robot(self, spec, settings: RealtimeSettings, sensor_perturbation: SensorPerturbation | None,
               sim_masks: bool, target_marker_rgb) -> RealtimeSimRobot:
@@ -783,15 +794,17 @@ class RealtimeEpisodes:
         key = (spec.task, spec.split, spec.max_steps, dataclasses.replace(settings, planning=DEFAULT_PLANNING),
                sensor_perturbation, sim_masks,
                None if target_marker_rgb is None else tuple(target_marker_rgb))
-        robot = self._robots.get(key)
+        robot = self._robots.pop(key, None)
         if robot is not None and not robot.link_ok()[0]:
             robot.close()
             robot = None
         if robot is None:
+            while len(self._robots) >= self.max_robots:  # the configuration used longest ago makes room
+                self._robots.pop(next(iter(self._robots))).close()
             robot = RealtimeSimRobot(spec.task, settings, split=spec.split, max_steps=spec.max_steps,
                                      sensor_perturbation=sensor_perturbation, target_marker_rgb=target_marker_rgb,
                                      sim_masks=sim_masks)
-            self._robots[key] = robot
+        self._robots[key] = robot  # the newest use last
         return robot
 
     def run(self, spec, record, settings: RealtimeSettings, *, sensor_text: str = "", sim_masks: bool = True,

@@ -317,3 +317,25 @@ def test_planning_node_in_real_time_holds_still_until_the_plan_is_done_and_cance
     release.set()
     assert job.join(timeout_s=30)
     assert bb.result is None
+
+
+def test_evaluation_keeps_only_the_simulated_robots_it_used_last():
+    """One simulated robot process (~0.7 GB, its env built) per env configuration, kept between episodes: only the
+    ``max_robots`` used last stay; the process of the one used longest ago ends when another is needed. Unbounded,
+    a grid of 60 real-time configurations filled the machine's memory."""
+    from handleit.harness.realtime_sim import RealtimeEpisodes
+
+    spec = episode_specs("PickCube", "test", 1, "bt", 50)[0]
+    fast, slow = RealtimeSettings(camera_hz=30.0), RealtimeSettings(sensor_latency_s=0.1, camera_hz=10.0)
+    episodes = RealtimeEpisodes(max_robots=1)
+    try:
+        first = episodes.robot(spec, fast, None, True, None)
+        assert episodes.robot(spec, fast, None, True, None) is first  # the same configuration: kept
+        second = episodes.robot(spec, slow, None, True, None)
+        assert second is not first and first._process.poll() is not None  # the older one's process has ended
+        assert second._process.poll() is None and list(episodes._robots.values()) == [second]
+    finally:
+        episodes.close()
+    assert second._process.poll() is not None
+    with pytest.raises(ValueError, match="max_robots"):
+        RealtimeEpisodes(max_robots=0)
