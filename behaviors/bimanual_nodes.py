@@ -274,9 +274,9 @@ class HoldPlanStages:
     ``stage``:
     - "full": the whole search (:func:`quickest_hold_for_move`), in lockstep and in real time;
     - "provisional": in real time a quick first plan (:func:`quickest_hold_for_move`'s ``provisional``, which
-      candidates per ``provisional_search``: 17-24 IK solves for the chair's "all flips", 6-7 for the bucket's
-      "nearest flip") that the robot starts on; in lockstep the full search, so that lockstep episodes are what
-      they were;
+      candidates per ``provisional_search``: 8 grasp solves for the chair's "nearest heading" (17-24 with "all
+      flips"), 6-7 for the bucket's "nearest flip") that the robot starts on; in lockstep the full search, so that
+      lockstep episodes are what they were;
     - "search": in real time the full search in the background, beside the move toward the provisional hold (a
       Parallel), commanding nothing (``holds_still`` False); its hold replaces the provisional one on the
       blackboard when it is quicker from where the robot is then (:data:`HOLD_SWITCH_MARGIN_S`). A search that
