@@ -46,6 +46,15 @@ def rgb_to_hsv(rgb01: np.ndarray) -> np.ndarray:
     return np.column_stack([hue % 360.0, saturation, mx])
 
 
+def channel_max_min(colors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point, the largest and the smallest of its three channels (``[N, 3]`` in, two ``[N]`` arrays of the same
+    dtype out): an hsv value and, less the smallest, its spread, for the whole-cloud prefilters. Column by column:
+    numpy's max and min along a 3-long axis take ~6.6 ms on a 192,000-point cloud, this ~0.3 ms (as
+    handleit.clouds.finite_rows)."""
+    r, g, b = colors[:, 0], colors[:, 1], colors[:, 2]
+    return np.maximum(np.maximum(r, g), b), np.minimum(np.minimum(r, g), b)
+
+
 def check_colors(colors, n: int | None = None) -> np.ndarray:
     """``colors`` as uint8 ``[N, 3]`` (N = ``n`` when given), or SegmentationError naming the problem."""
     c = np.asarray(colors)
@@ -87,8 +96,9 @@ def find_marker(colors, marker_rgb, *, hue_tolerance_deg: float = HUE_TOLERANCE_
     target = _marker_hsv(marker_rgb, min_saturation, min_value)
     # Saturation and value in integers first (a whole cloud is ~192,000 points; few are saturated and bright),
     # then the hue of those alone.
-    mx = c.max(axis=1).astype(np.int16)
-    delta = mx - c.min(axis=1)
+    brightest, darkest = channel_max_min(c)
+    mx = brightest.astype(np.int16)
+    delta = mx - darkest
     maybe = np.flatnonzero((mx >= min_value * 255.0) & (delta >= min_saturation * mx) & (delta > 0))
     hsv = rgb_to_hsv(c[maybe].astype(np.float64) / 255.0)
     hue_gap = np.abs((hsv[:, 0] - target[0] + 180.0) % 360.0 - 180.0)
