@@ -177,10 +177,6 @@ class JointReference:
         self.k_independent = np.zeros(len(self.independent))
         self.q = None
         self.following = False
-        # From rest to full speed in this many seconds instead of ``ramp_s`` (None: ``ramp_s``); stopping still
-        # takes ``ramp_s``. A gentler start for a move that swings what it holds (a hugged bucket). Not for the
-        # ``independent`` joints, whose own trapezoids keep ``ramp_s``.
-        self.start_ramp_s: float | None = None
 
     def restart(self) -> None:
         """Forget the running move: the next :meth:`follow` starts a new one (a skill's ``initialise``)."""
@@ -249,7 +245,7 @@ class JointReference:
             else:
                 planar_time = float(np.linalg.norm(d)) / max(float(np.min(speed[xy])), 1e-9)
             time_left = max(time_left, planar_time)
-        self.k = float(self._speed_factor(self.k, time_left, dt, self.start_ramp_s))
+        self.k = float(self._speed_factor(self.k, time_left, dt))
         step = remaining if time_left <= self.k * dt else remaining * (self.k * dt / time_left)
         arrived = time_left <= tools.model.control_dt_s
         if len(self.independent):
@@ -270,26 +266,23 @@ class JointReference:
             qvel[base] += self.base_lead_s * (self.ff[base] - ff_before[base]) / dt
         return qvel, arrived
 
-    def _speed_factor(self, k, time_left, dt: float, start_ramp_s: float | None = None):
+    def _speed_factor(self, k, time_left, dt: float):
         """Trapezoidal profile: the speed factor k in [0, 1] of full speed (scalar or per joint), raised by at
-        most dt / ramp per step (``start_ramp_s`` when given) and low enough to stop in the time left at full
-        speed (k^2 ramp / 2 <= t)."""
-        rise = dt / (start_ramp_s or self.ramp_s)
-        return np.minimum(np.minimum(1.0, k + rise), np.sqrt(2.0 * np.asarray(time_left) / self.ramp_s))
+        most dt / ramp per step and low enough to stop in the time left at full speed (k^2 ramp / 2 <= t)."""
+        return np.minimum(np.minimum(1.0, k + dt / self.ramp_s), np.sqrt(2.0 * np.asarray(time_left) / self.ramp_s))
 
     def handover(self, tick: int):
         return (tick, self.q, self.ff, self.k)
 
 
-def trapezoid_time_s(distance_m: float, speed_mps: float, ramp_s: float, stop: bool = True,
-                     start_ramp_s: float | None = None) -> float:
-    """Seconds a trapezoidal move (rest to ``speed_mps`` in ``start_ramp_s``, default ``ramp_s``, and back to
-    rest in ``ramp_s`` when ``stop``) takes to cover ``distance_m``: the profile of :class:`JointReference`."""
+def trapezoid_time_s(distance_m: float, speed_mps: float, ramp_s: float, stop: bool = True) -> float:
+    """Seconds a trapezoidal move (rest to ``speed_mps`` in ``ramp_s``, and back to rest in ``ramp_s`` when
+    ``stop``) takes to cover ``distance_m``: the profile of :class:`JointReference`."""
     d, v = abs(float(distance_m)), float(speed_mps)
-    ramps = float(start_ramp_s or ramp_s) + (float(ramp_s) if stop else 0.0)  # seconds spent ramping at full speed
+    ramps = float(ramp_s) * (2.0 if stop else 1.0)  # seconds spent ramping at full speed
     if d >= 0.5 * v * ramps:  # reaches full speed
         return d / v + 0.5 * ramps
-    # A triangle: the peak speed u is reached after start_ramp * u / v, and d = u * ramps * (u / v) / 2.
+    # A triangle: the peak speed u is reached after ramp_s * u / v, and d = u * ramps * (u / v) / 2.
     return math.sqrt(2.0 * d * ramps / v)
 
 
