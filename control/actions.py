@@ -103,3 +103,27 @@ def base_to_world_velocity(v_xy_B, yaw_rad) -> np.ndarray:
     out[..., 0] = c * v[..., 0] - s * v[..., 1]
     out[..., 1] = s * v[..., 0] + c * v[..., 1]
     return out
+
+
+def saturated_velocity(qvel, velocity_limits, base_xy=None, yaw_rad: float = 0.0) -> np.ndarray:
+    """``[dof]`` the joint velocities a robot applies for the command ``qvel`` (m/s or rad/s): each joint's
+    clipped to its limit, except the base's planar velocity (``base_xy``: the indices of its x and y joints, in
+    the world frame as the trees command them), which is scaled as a whole in the base frame (``yaw_rad``) until
+    each of its axes is within its limit, so that saturation does not bend its direction. What the bundled envs
+    do with an action (``SimRobot.action_of``), and what latency compensation integrates: a command past a limit
+    (a P term on a large lag) moves the joint at the limit only."""
+    v = np.asarray(qvel, dtype=np.float64).copy()
+    limits = np.asarray(velocity_limits, dtype=np.float64)
+    if v.shape != limits.shape:
+        raise ValueError(f"qvel has shape {v.shape}, velocity_limits {limits.shape}")
+    planar = np.zeros(len(v), dtype=bool)
+    if base_xy is not None:
+        xy = np.asarray(base_xy, dtype=int)
+        planar[xy] = True
+        v_B = world_to_base_velocity(v[xy], yaw_rad)
+        excess = float(np.max(np.abs(v_B) / limits[xy]))
+        if excess > 1.0:
+            v[xy] = v[xy] / excess
+    v[~planar] = np.clip(v[~planar], -limits[~planar], limits[~planar])
+    return v
+

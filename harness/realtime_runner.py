@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from handleit.control.actions import saturated_velocity
 from handleit.control.latency import predicted_joint_positions
 from handleit.planning.whole_body_ik import WholeBodyIK
 from handleit.harness.realtime_priority import request_realtime, restore_normal
@@ -212,7 +213,7 @@ class RealtimeRunner:
                         self._stopped_by_watchdog = False
                     self._last_tick_wall = time.monotonic()
                 self.robot.act(command)
-                self._sent.append((self.clock.now_s(), np.asarray(command.qvel, dtype=np.float64)))
+                self._sent.append((self.clock.now_s(), self._applied(command, observation)))
                 while self._sent and self._sent[0][0] < self._sent[-1][0] - 1.0:
                     self._sent.pop(0)
                 elapsed = time.perf_counter() - start
@@ -246,6 +247,23 @@ class RealtimeRunner:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _applied(self, command: Command, observation: Observation | None) -> np.ndarray:
+        """The velocities the robot applies for ``command``, as latency compensation integrates them: saturated at
+        the model's limits (control.actions.saturated_velocity), the base's planar part in the frame of the heading
+        the tick saw. A P term on a large lag asks the torso for 0.8-0.95 m/s where it moves at 0.5 at most:
+        integrated unsaturated, the prediction put the hands 1.3 cm below where they were at the end of
+        PushChair's lowering."""
+        qvel = np.asarray(command.qvel, dtype=np.float64)
+        model = getattr(self.robot, "model", None)
+        limits = getattr(model, "velocity_limits", None)
+        if limits is None or np.shape(limits) != qvel.shape:
+            return qvel
+        base_xy, yaw = None, 0.0
+        if len(model.base_joint_names) >= 3 and observation is not None:
+            base_xy = model.index(model.base_joint_names[:2])
+            yaw = float(observation.qpos[int(model.index(model.base_joint_names[2:3])[0])])
+        return saturated_velocity(qvel, limits, base_xy, yaw)
 
     def _predicted(self, observation: Observation, now_s: float) -> Observation:
         """The observation with its joint positions, base pose and tool poses moved on from its stamp to now by

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from handleit.control.actions import gripper_velocity, normalize_velocity, world_to_base_velocity
+from handleit.control.actions import gripper_velocity, normalize_velocity, saturated_velocity, world_to_base_velocity
 from handleit.poses import pose7_to_matrix
 from handleit.types import Command, Observation, RobotModel
 
@@ -173,10 +173,9 @@ class SimRobot:
             raise ValueError("command.qvel contains NaN or inf")
         if self._has_base:
             yaw = float(self._obs["agent"]["qpos"][self._yaw])
-            v_B = world_to_base_velocity(qvel[self._base_xy], yaw)
-            # Scale the planar velocity as a whole so that clipping each axis does not bend its direction.
-            excess = np.max(np.abs(v_B) / m.velocity_limits[self._base_xy])
-            qvel[self._base_xy] = v_B / excess if excess > 1.0 else v_B
+            # The planar velocity scaled as a whole, so that clipping each axis does not bend its direction.
+            qvel = saturated_velocity(qvel, m.velocity_limits, self._base_xy, yaw)
+            qvel[self._base_xy] = world_to_base_velocity(qvel[self._base_xy], yaw)
         for side, index in self._fingers.items():
             self._gripper_state[side] = command.gripper.get(side, self._gripper_state[side])
             qvel[index] = gripper_velocity(self._gripper_state[side], m.velocity_limits[index[0]], len(index),

@@ -16,6 +16,7 @@ from handleit.control.actions import (
     denormalize_velocity,
     gripper_velocity,
     normalize_velocity,
+    saturated_velocity,
     world_to_base_velocity,
 )
 
@@ -118,3 +119,17 @@ def test_world_base_conversion_vectorized():
     np.testing.assert_allclose(base_to_world_velocity(v_B, yaws), v_W, atol=1e-12)
     # One velocity seen from several yaws.
     assert world_to_base_velocity(np.array([1.0, 0.0]), yaws).shape == (4, 2)
+
+
+def test_saturated_velocity_clips_joints_and_scales_the_base_as_a_whole():
+    limits = np.array([1.0, 1.0, 3.0, 0.5, 2.0])
+    yaw = np.pi / 2  # the base faces the world's +y: its x axis is the world's y
+    v = saturated_velocity([0.5, 4.0, -5.0, 0.9, 1.0], limits, base_xy=[0, 1], yaw_rad=yaw)
+    # the world's (0.5, 4.0) is (4.0, -0.5) in the base frame: scaled by 4 to (1.0, -0.125), the same direction
+    np.testing.assert_allclose(v[:2], [0.125, 1.0])
+    np.testing.assert_allclose(v[2:], [-3.0, 0.5, 1.0])
+    within = np.array([0.3, -0.2, 1.0, 0.1, -2.0])
+    np.testing.assert_allclose(saturated_velocity(within, limits, base_xy=[0, 1], yaw_rad=0.3), within)
+    np.testing.assert_allclose(saturated_velocity([2.0, -2.0], [1.0, 1.5]), [1.0, -1.5])  # no base
+    with pytest.raises(ValueError, match="velocity_limits"):
+        saturated_velocity([1.0, 2.0], [1.0])

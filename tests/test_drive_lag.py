@@ -64,3 +64,34 @@ def test_predicted_tool_poses_follow_the_predicted_arm(drawer_robot):
     np.testing.assert_allclose(predicted.X_WT["right"], obs.X_WB @ X_BT, atol=2e-3)
     moved = np.linalg.norm(predicted.X_WT["right"][:3, 3] - obs.X_WT["right"][:3, 3])
     assert moved > 0.02  # the hand swung centimetres in those 100 ms
+
+
+def test_commands_past_the_limits_are_predicted_as_the_robot_applies_them(drawer_robot):
+    """A P term on a large lag asks for more than a joint's limit; the robot moves at the limit. The runner keeps
+    each command as the robot applies it (saturated, the base's planar velocity scaled as a whole in its own
+    frame), so that the prediction lands where the robot is, not where the raw commands would have put it."""
+    robot = drawer_robot
+    obs0 = robot.reset(seed=0)
+    m = robot.model
+    runner = RealtimeRunner(_Robot(m), solver=None, rate_hz=100)
+    x, y = (int(i) for i in m.index(m.base_joint_names[:2]))
+    height = int(m.index(m.base_joint_names[3:4])[0])
+    low, high = m.joint_limits[height]
+    u = np.zeros(len(m.joint_names))
+    u[x], u[y] = 2.0 * m.velocity_limits[x], 1.0 * m.velocity_limits[y]  # the world's x, y: past the limits
+    u[height] = 3.0 * m.velocity_limits[height] * (1.0 if obs0.qpos[height] < (low + high) / 2 else -1.0)
+    command = Command(qvel=u, gripper={s: "hold" for s in m.finger_joint_names})
+    obs, sent = obs0, []
+    for _ in range(8):
+        sent.append((obs.time_s, runner._applied(command, obs)))
+        robot.act(command)
+        obs = robot.observe()
+    applied = sent[0][1]
+    assert abs(applied[height]) == pytest.approx(m.velocity_limits[height])
+    assert np.max(np.abs(applied[[x, y]])) <= np.max(m.velocity_limits[[x, y]]) + 1e-9
+    runner._sent = sent
+    predicted = runner._predicted(obs0, obs.time_s)
+    joints = [x, y, height]
+    np.testing.assert_allclose(predicted.qpos[joints], obs.qpos[joints], atol=0.006)
+    raw = obs0.qpos[joints] + u[joints] * (obs.time_s - obs0.time_s)  # the commands as sent, integrated
+    assert np.max(np.abs(raw - obs.qpos[joints])) > 0.05
