@@ -140,23 +140,9 @@ class BackgroundPlanning:
             self._settle = None
             return True
         if self.holds_still:
-            self._hold_still()
+            self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
         self.feedback_message = f"{SETTLE_FEEDBACK} ({'at rest' if st['at_rest'] else 'moving'}, {st['clouds']} clouds)"
         return False
-
-    def _hold_still(self) -> None:
-        """Zero velocity, with the move's reference paused where it was: a JointReference handed over by the move
-        before the plan (behaviors/common.py) is handed on, still and at its place, tick by tick, so that the move
-        after the plan continues it as it does in lockstep, where the plan takes none of the robot's time. Let
-        lapse, the next move restarted from the measured joints at rest: the tracking lag the robot was still
-        closing was dropped, and the move crept up its speed ramp from zero. PushChair's lowering onto the backrest
-        took 3-6 steps more after its refinement held still than in lockstep (100 ms, 15 Hz)."""
-        self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
-        if not (self.bb.exists("reference") and self.bb.exists("tick")):
-            return
-        reference, tick = self.bb.reference, self.bb.tick
-        if reference is not None and reference[0] in (tick - 1, tick):
-            self.bb.reference = (tick, reference[1], np.zeros_like(reference[2]), 0.0)
 
     def update(self) -> Status:
         if not hasattr(self, "plan_wall_s"):
@@ -170,8 +156,6 @@ class BackgroundPlanning:
             # The node commands while it plans (hold still): write access to the command, real time only.
             if self.holds_still:
                 self.bb.register_key("command", access=Access.WRITE)
-                self.bb.register_key("reference", access=Access.WRITE)
-                self.bb.register_key("tick", access=Access.READ)
             if self.needs_cloud_at_rest:
                 self._at_cloud = self.observation_at_cloud()
                 if self._at_cloud is None and not self._settled():
@@ -184,7 +168,7 @@ class BackgroundPlanning:
         if not self._job.done():
             self._hold_ticks += 1
             if self.holds_still:
-                self._hold_still()
+                self.send(np.zeros(len(self.tools.model.joint_names)), "hold")
             self.feedback_message = (f"{HOLD_STILL_FEEDBACK if self.holds_still else FOLLOWING_FEEDBACK} "
                                      f"({self._hold_ticks} ticks, {time.perf_counter() - self._job.started_s:.2f} s)")
             return Status.RUNNING
