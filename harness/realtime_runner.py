@@ -79,10 +79,25 @@ class RunReport:
     stale_ticks: int = 0  # ticks where the observation was not fresh (zero velocity commanded)
     failures: list[dict[str, Any]] = field(default_factory=list)  # {"check", "reason", "time_s"}
     predicted_ages_s: list[float] = field(default_factory=list)  # per tick: how far the state was predicted
+    # Latency compensation checked against the robot: per measurement whose moment a tick predicted to, |predicted -
+    # measured| per joint ([dof], m or rad; the fingers are not predicted: 0).
+    prediction_errors: list[np.ndarray] = field(default_factory=list)
+    joint_names: tuple[str, ...] = ()  # the robot's joint order (prediction_errors' columns), where it has a model
     watchdog_stops: list[dict[str, Any]] = field(default_factory=list)  # {"reason", "wall_s"}
     error: str | None = None  # what ended the run, if it did not end normally
     stop_reason: str = ""
     scheduling: str = "SCHED_OTHER"  # the tick thread's policy (handleit.harness.realtime_priority)
+
+    def prediction_error_stats(self) -> dict[str, list[float]]:
+        """Per joint (``joints``: their names), the median, p95 and max of ``prediction_errors`` (m or rad), and
+        ``n`` the measurements compared; empty lists without any."""
+        stats: dict = {"joints": list(self.joint_names), "n": len(self.prediction_errors)}
+        if not self.prediction_errors:
+            return {**stats, "median": [], "p95": [], "max": []}
+        e = np.asarray(self.prediction_errors)
+        return {**stats, **{name: [round(float(x), 5) for x in values] for name, values in
+                            (("median", np.median(e, axis=0)), ("p95", np.percentile(e, 95, axis=0)),
+                             ("max", e.max(axis=0)))}}
 
     def tick_stats(self) -> dict[str, float | str]:
         """Median, p99 and max tick time (s), overruns, and the share of ticks that overran."""
@@ -136,9 +151,10 @@ class RealtimeRunner:
         self.compensate_latency = compensate_latency
         self._sent: list[tuple[float, np.ndarray]] = []  # (clock time, qvel) of the commands of the last second
         self._predicted_joints: list[int] | None = None
+        self._predictions: dict[float, np.ndarray] = {}  # the moment predicted to -> the joints predicted there
         # Forward kinematics for the predicted tool poses (built before the clock runs; one per robot description)
         self._kinematics = _kinematics_of(getattr(robot, "model", None)) if compensate_latency else None
-        self.report = RunReport()
+        self.report = RunReport(joint_names=tuple(getattr(getattr(robot, "model", None), "joint_names", ())))
         self._lock = threading.Lock()  # guards the heartbeat and the stopped flag
         self._last_tick_wall = time.monotonic()
         self._stopped_by_watchdog = False
@@ -265,6 +281,18 @@ class RealtimeRunner:
             yaw = float(observation.qpos[int(model.index(model.base_joint_names[2:3])[0])])
         return saturated_velocity(qvel, limits, base_xy, yaw)
 
+    def _check_prediction(self, observation: Observation) -> None:
+        """A measurement stamped at a moment a tick predicted the joints to: keep how far off that prediction was
+        (``report.prediction_errors``), and forget the predictions older than it."""
+        stamp = float(observation.time_s)
+        near = [t for t in self._predictions if abs(t - stamp) <= 0.5 * self.period_s]
+        if near:
+            predicted = self._predictions[min(near, key=lambda t: abs(t - stamp))]
+            if predicted.shape == np.shape(observation.qpos):
+                self.report.prediction_errors.append(np.abs(predicted - np.asarray(observation.qpos, np.float64)))
+        for t in [t for t in self._predictions if t <= stamp + 0.5 * self.period_s]:
+            del self._predictions[t]
+
     def _predicted(self, observation: Observation, now_s: float) -> Observation:
         """The observation with its joint positions, base pose and tool poses moved on from its stamp to now by
         the commands sent since, ``state_stamp_s`` now (base x/y velocities are in the world, as the trees command them).
@@ -279,6 +307,7 @@ class RealtimeRunner:
             fingers = {n for names in model.finger_joint_names.values() for n in names}
             self._predicted_joints = [i for i, n in enumerate(model.joint_names) if n not in fingers]
         self.report.predicted_ages_s.append(now_s - observation.time_s)
+        self._check_prediction(observation)
         q = predicted_joint_positions(observation.qpos, observation.time_s, now_s, self._sent,
                                       joints=self._predicted_joints, qvel=observation.qvel,
                                       time_constants_s=getattr(model, "drive_time_constants_s", None))
@@ -300,6 +329,7 @@ class RealtimeRunner:
                                             np.linalg.inv(kin.base_pose(q)))
             X_WT = {side: X @ np.linalg.inv(X_BW_measured @ kin.tcp_pose(observation.qpos, side))
                     @ (X_BW_predicted @ kin.tcp_pose(q, side)) for side, X in X_WT.items()}
+        self._predictions[float(now_s)] = q
         # The state is the prediction for now; time_s stays the measurement's stamp (the cloud keeps its own).
         measured = RobotState(observation.time_s, observation.qpos, observation.qvel, observation.X_WB, observation.X_WT)
         return dataclasses.replace(observation, state_stamp_s=now_s, qpos=q, X_WB=X_WB, X_WT=X_WT,

@@ -887,4 +887,6 @@ def realtime_diagnostics(settings: RealtimeSettings, report, result: dict[str, A
         # per overrun: tick index, its wall ms, the simulated ms the robot's clock advanced during it
         "overrun_ticks": [[i, round(1e3 * wall, 2), round(1e3 * advance, 2)] for i, wall, advance in report.overrun_ticks],
         "solver_wall_ms": [round(1e3 * t, 2) for t in report.solver_wall_s],
+        # latency compensation against the robot: per joint (the model's order), how far off its predictions were
+        "prediction_error": report.prediction_error_stats(),
     }

@@ -103,7 +103,7 @@ def _run_ros(args: argparse.Namespace) -> int:
                       watchdog_stop_reasons=report.watchdog_stops[:5],
                       dropped_invalid_points=robot.dropped_invalid_points,
                       failed_node=getattr(solver, "failed_node", None), failed_nodes=tracked.failures,
-                      **report.tick_stats())
+                      prediction_error=report.prediction_error_stats(), **report.tick_stats())
         if hasattr(solver, "diagnostics"):  # the tree as it ended, as `handleit eval` records it
             result["diagnostics"] = solver.diagnostics()
         if args.report_ticks:  # per tick (wall ms), and which solver ticks planned: benchmarks/ros_episodes.py

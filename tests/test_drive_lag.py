@@ -95,3 +95,29 @@ def test_commands_past_the_limits_are_predicted_as_the_robot_applies_them(drawer
     np.testing.assert_allclose(predicted.qpos[joints], obs.qpos[joints], atol=0.006)
     raw = obs0.qpos[joints] + u[joints] * (obs.time_s - obs0.time_s)  # the commands as sent, integrated
     assert np.max(np.abs(raw - obs.qpos[joints])) > 0.05
+
+
+def test_the_runner_checks_its_predictions_against_the_measurements_at_their_moments(drawer_robot):
+    """Each tick predicts the joints to now; when a measurement stamped at that moment arrives, the runner keeps how
+    far off the prediction was (report.prediction_errors), per joint: latency compensation checked on the robot."""
+    robot = drawer_robot
+    obs0 = robot.reset(seed=0)
+    m = robot.model
+    runner = RealtimeRunner(_Robot(m), solver=None, rate_hz=1.0 / m.control_dt_s)
+    joint = int(m.index(m.arm_joint_names["right"][:1])[0])
+    u = np.zeros(len(m.joint_names))
+    u[joint] = 0.5
+    command = Command(qvel=u, gripper={s: "hold" for s in m.finger_joint_names})
+    observations = [obs0]
+    for _ in range(10):
+        runner._sent.append((observations[-1].time_s, runner._applied(command, observations[-1])))
+        robot.act(command)
+        observations.append(robot.observe())
+    runner._predicted(obs0, observations[10].time_s)  # a tick at the 10th step, its newest measurement obs0's
+    assert runner.report.prediction_errors == []  # nothing measured at that moment yet
+    runner._predicted(observations[10], observations[10].time_s + 0.05)  # now it arrives
+    assert len(runner.report.prediction_errors) == 1
+    error = runner.report.prediction_errors[0]
+    assert error.shape == (len(m.joint_names),) and 0.0 <= error[joint] < 0.01  # the arm follows its commands
+    stats = runner.report.prediction_error_stats()
+    assert stats["joints"] == list(m.joint_names) and stats["n"] == 1 and len(stats["max"]) == len(m.joint_names)
