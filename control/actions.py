@@ -126,4 +126,3 @@ def saturated_velocity(qvel, velocity_limits, base_xy=None, yaw_rad: float = 0.0
             v[xy] = v[xy] / excess
     v[~planar] = np.clip(v[~planar], -limits[~planar], limits[~planar])
     return v
-
