@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from handleit.control.actions import world_to_base_velocity
+from handleit.control.actions import saturated_velocity, world_to_base_velocity
 from handleit.harness import ros_messages as rm
 from handleit.harness.ros_env import import_rospy
 from handleit.planning.whole_body_ik import WholeBodyIK
@@ -381,27 +381,20 @@ class RosRobot:
             if side not in m.finger_joint_names:
                 raise ValueError(f"gripper command for unknown side {side!r}")
             rm.gripper_to_msg(value, self.types)  # validates
-        twist = None
+        twist, planar, yaw = None, None, 0.0  # a base velocity already in the base frame: as at yaw 0
         if g.planar:
             planar = m.index(g.planar)
-            v = qvel[planar].copy()
             if not base_in_base_frame:
                 with self._lock:
                     yaw = float(self._base.xy_yaw[2]) if self._base is not None else None
                 if yaw is None:
                     raise ValueError("no odometry yet: cannot turn the base velocity into the base frame")
-                v[:2] = world_to_base_velocity(v[:2], yaw)
-            excess = np.max(np.abs(v[:2]) / limits[planar[:2]])
-            v[:2] = v[:2] / excess if excess > 1 else v[:2]
-            v[2] = np.clip(v[2], -limits[planar[2]], limits[planar[2]])
-            twist = v
-
-        def clip(names):
-            index = m.index(names)
-            return np.clip(qvel[index], -limits[index], limits[index])
-
-        torso = clip(g.torso) if g.torso else None
-        arms = {s: clip(names) for s, names in g.arms.items()}
+        qvel = saturated_velocity(qvel, limits, None if planar is None else planar[:2], yaw)
+        if planar is not None:
+            twist = qvel[planar].copy()
+            twist[:2] = world_to_base_velocity(twist[:2], yaw)
+        torso = qvel[m.index(g.torso)] if g.torso else None
+        arms = {s: qvel[m.index(names)] for s, names in g.arms.items()}
         return twist, torso, arms, grippers
 
     def _publish(self, twist, torso, arms, grippers) -> None:
