@@ -7,7 +7,11 @@ front normal estimated from a grazing view (test seeds 0, 3 and 4 of the first T
 
 ``GoToCabinetFront`` first finds the front (perception/cabinet_front.py): the cabinet's floor rectangle from the
 points near the operator's prompt (merged over the drive), the front as the side the target handle stands out of
-once the handle is seen, and meanwhile the sides looked at squarely without a handle point ruled out. It drives
+once the handle is seen, and meanwhile the sides looked at squarely without a handle point ruled out. A side
+looked at from its look-out with the handle in view but the front not named (the handle seen at a slant, too few
+points) is left for the side the handle stands farthest out of: standing there with the handle in view had
+neither ruled the side out nor named the front, and the base waited out the skill's 2000 steps (TidyIntoDrawer
+test seeds 8, 15 and 18). It drives
 (base routes around the table and the cabinet, planning/base_routes.py) to a look-out in front of the nearest
 side not ruled out, then to a stand-off in front of the handle, and ends there: the handle search starts from
 where the cabinet trees expect it to.
@@ -51,6 +55,10 @@ BLOCKED_STEPS = 300  # the base standing still (< 1 cm/s) this many steps short 
 TABLE_MIN_POINTS = 30
 
 
+def _among(normal: np.ndarray, normals: list[np.ndarray]) -> bool:
+    return any(float(normal @ n) > 0.9 for n in normals)
+
+
 def _mask(obs: Observation, name: str) -> np.ndarray:
     m = obs.masks.get(name)
     return np.zeros(len(obs.points), dtype=bool) if m is None else np.asarray(m, dtype=bool)
@@ -88,6 +96,10 @@ class GoToCabinetFront(Skill):
         self.ruled_out: list[np.ndarray] = []
         self.seen_ticks = np.zeros(4, dtype=int)
         self.front_votes: list[int] = []
+        # Sides looked at from their look-out with the handle in view but the front not named (seen at a slant,
+        # too few points, or a corner): go and look at another (the one the handle stands farthest out of).
+        self.undecided: list[np.ndarray] = []
+        self.undecided_ticks = 0
         self.best, self.since_best = math.inf, 0
         self.reference.restart()
 
@@ -134,7 +146,7 @@ class GoToCabinetFront(Skill):
                 self.ruled_out.append(normals[k].copy())
 
     def _ruled_out(self, normal: np.ndarray) -> bool:
-        return any(float(normal @ n) > 0.9 for n in self.ruled_out)
+        return _among(normal, self.ruled_out)
 
     def _obstacles(self, obs: Observation, rect: Footprint | None) -> list:
         obstacles = []
@@ -218,22 +230,37 @@ class GoToCabinetFront(Skill):
             return self._drive(obs, prompt[:2] + 2.0 * d, math.atan2(-d[1], -d[0]), self._obstacles(obs, None),
                                "toward the prompt")
         self._rule_out_sides(obs, rect)
-        normals, _ = side_normals(rect)
+        normals, dist = side_normals(rect)
         candidates = [k for k in range(4) if not self._ruled_out(normals[k])]
         if not candidates:
             return self.fail("looked at every side of the cabinet: no target handle seen")
+        candidates = [k for k in candidates if not _among(normals[k], self.undecided)] or candidates
         obstacles = self._obstacles(obs, rect)
-        best = None
-        for k in candidates:
+        handle = obs.points[_mask(obs, "target_handle")]
+        handle_seen = len(handle) >= MIN_HANDLE_POINTS
+        if handle_seen:  # seen, the front not named yet: toward the side the handle stands farthest out of
+            beyond = (handle.mean(axis=0)[:2] - np.asarray(rect.center_W)[:2]) @ normals.T - dist
+            k = max(candidates, key=lambda c: beyond[c])
             xy, yaw = side_standoff_xy_yaw(rect, k, LOOKOUT_M, target_W=prompt)
-            route = route_around_rectangles(robot_xy, xy, obstacles, ROUTE_MARGIN_M)
-            length = float(np.sum(np.linalg.norm(np.diff(np.vstack([robot_xy, *route]), axis=0), axis=1)))
-            if best is None or length < best[0]:
-                best = (length, k, xy, yaw)
-        _, k, xy, yaw = best
-        status = self._drive(obs, xy, yaw, obstacles, f"to look at side {k} ({len(self.ruled_out)} ruled out)")
-        if status == Status.SUCCESS:  # there and still no handle: looked at squarely now
-            self.seen_ticks[k] = max(self.seen_ticks[k], VIEW_TICKS - 1)
+        else:
+            best = None
+            for c in candidates:
+                c_xy, c_yaw = side_standoff_xy_yaw(rect, c, LOOKOUT_M, target_W=prompt)
+                route = route_around_rectangles(robot_xy, c_xy, obstacles, ROUTE_MARGIN_M)
+                length = float(np.sum(np.linalg.norm(np.diff(np.vstack([robot_xy, *route]), axis=0), axis=1)))
+                if best is None or length < best[0]:
+                    best = (length, c, c_xy, c_yaw)
+            _, k, xy, yaw = best
+        status = self._drive(obs, xy, yaw, obstacles, f"to look at side {k} ({len(self.ruled_out)} ruled out"
+                             + (f", {len(self.undecided)} undecided)" if self.undecided else ")"))
+        if status == Status.SUCCESS:  # there and the front still not named
+            if handle_seen:
+                self.undecided_ticks += 1
+                if self.undecided_ticks >= VIEW_TICKS:
+                    self.undecided.append(normals[k].copy())
+                    self.undecided_ticks = 0
+            else:  # looked at squarely now, no handle
+                self.seen_ticks[k] = max(self.seen_ticks[k], VIEW_TICKS - 1)
             return Status.RUNNING
         return status
 

@@ -48,6 +48,7 @@ HANDLE_MASK = "target_handle"
 # (TidyIntoDrawer test seed 1), and each flicker started the open skill, stopping the pick.
 STABLE_TICKS = 20
 OPEN_HOLD_FRACTION = 0.8  # a part believed Open is Open down to this fraction of its travel (hysteresis)
+FINGERS_STILL_MPS = 0.005  # fingers slower than this (the gap's rate, m/s) stand still
 GOAL_BLACKBOARD: dict[str, Any] = {"predicates": None, "part_opening_m": None, "part_travel_m": None}
 
 
@@ -66,7 +67,7 @@ class PerceivePredicates(Skill):
     def __init__(self, name: str, tools: Tools, predicates: tuple[Predicate, ...],
                  entity_masks: dict[str, str] | None = None, stable_ticks: int = STABLE_TICKS):
         super().__init__(name, tools, reads=("observation", "front_normal_W", "open_state", "part_travel_m",
-                                             "predicates", "part_opening_m"),
+                                             "predicates", "part_opening_m", "last_command"),
                          writes=("predicates", "part_opening_m", "part_travel_m"))
         self.predicates = tuple(dict.fromkeys(Predicate(p.name, p.args) for p in predicates))
         self.entity_masks = dict(DEFAULT_ENTITY_MASKS if entity_masks is None else entity_masks)
@@ -111,7 +112,8 @@ class PerceivePredicates(Skill):
         body = obs.points[~claimed & (obs.points[:, 2] > FLOOR_CLEARANCE_M)]
         state = self.bb.open_state if self.entity_masks.get(entity) == "target_link" else None
         displacement = None if state is None else state.state.displacement_m
-        return self.trackers.setdefault(entity, OpeningTracker()).update(part, body, normal, displacement)
+        return self.trackers.setdefault(entity, OpeningTracker()).update(part, body, normal, displacement,
+                                                                         viewpoint_W=obs.X_WB[:3, 3])
 
     def evaluate(self, obs: Observation, p: Predicate, openings: dict) -> PredicateEvidence:
         if p.name in ("Open", "Closed"):
@@ -130,14 +132,15 @@ class PerceivePredicates(Skill):
             gap = finger_gap_m(obs, self.tools)
             if X_WT is None:
                 return PredicateEvidence(False, f"no tool pose of arm {side!r}", observed=False)
+            held_apart = self._held_apart(obs)
             if p.name == "HandEmpty":
                 robot = _mask(obs, "robot")
                 others = obs.points if robot is None else obs.points[~robot]
-                return evaluate_hand_empty(gap, others, X_WT)
+                return evaluate_hand_empty(gap, others, X_WT, held_apart)
             points = self._points(obs, p.args[0])
             if points is None:
                 return PredicateEvidence(False, f"no mask for {p.args[0]!r}", observed=False)
-            return evaluate_grasped(gap, self.tools.model.gripper_max_opening_m, points, X_WT)
+            return evaluate_grasped(gap, self.tools.model.gripper_max_opening_m, points, X_WT, held_apart)
         a, b = (self._points(obs, e) for e in p.args)
         if a is None or b is None:
             missing = p.args[0] if a is None else p.args[1]
@@ -150,6 +153,15 @@ class PerceivePredicates(Skill):
         if p.name == "OnTopOf":
             return evaluate_on_top_of(a, b)
         raise ValueError(f"no perception for predicate {p}")
+
+    def _held_apart(self, obs: Observation) -> bool:
+        """The tree's arm's gripper was commanded closed last tick and its fingers stand still: what the gap
+        then is, it closed on."""
+        command = self.bb.last_command
+        if command is None or command.gripper.get(self.tools.side) != "close":
+            return False
+        rate = float(np.sum(obs.qvel[self.tools.finger_indices[self.tools.side]]))
+        return abs(rate) < FINGERS_STILL_MPS
 
     def _debounced(self, p: Predicate, result: PredicateEvidence) -> PredicateEvidence:
         if p not in self.believed or result.holds == self.believed[p]:

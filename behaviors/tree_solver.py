@@ -127,9 +127,9 @@ class TreeSolver:
 
     def _initial_blackboard(self) -> dict[str, Any]:
         return {
-            "observation": None, "command": None, "handle": HandleAccumulator(), "front_normal_W": None,
-            "open_state": None, "attempt": 0, "grasped": False, "grasp": None, "q_pregrasp": None,
-            "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
+            "observation": None, "command": None, "last_command": None, "handle": HandleAccumulator(),
+            "front_normal_W": None, "open_state": None, "attempt": 0, "grasped": False, "grasp": None,
+            "q_pregrasp": None, "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
             "clamped_gap_m": None, "segmentation_error": None,
             "state_history": StateHistory(),  # the robot's states by stamp (behaviors/state_history.py)
@@ -141,6 +141,7 @@ class TreeSolver:
         self.bb.observation = observation
         self.bb.state_history.add(observation)
         self.bb.tick = self.bb.tick + 1
+        self.bb.last_command = self.bb.command  # what the robot was told last tick (the gripper's state)
         self.bb.command = None
         self.tree.tick()
         self._failed_ticks = self._failed_ticks + 1 if self.root.status == py_trees.common.Status.FAILURE else 0

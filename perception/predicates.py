@@ -48,6 +48,11 @@ MIN_PART_POINTS = 30  # as open_state.MIN_POINTS: fewer part points give no fron
 # layer was not seen (from an angle, 1.3 m away, an open drawer read -5.9 cm for 20+ ticks; TidyIntoDrawer test
 # seed 1): not measured.
 MAX_BEHIND_BODY_M = 0.02
+# An opening read from beside the cabinet is not a measurement either: the body's front plane and the drawer's
+# front layer are both seen edge-on. From a base 0.8 m away, 100-110 degrees off the front's normal, an open
+# drawer (35.9 cm) read 28 cm for 20 ticks, then 40.8 cm; within 85 degrees it read 35.5-35.9 cm
+# (TidyIntoDrawer test seed 19, driving to the object on the table beside the cabinet).
+MAX_VIEW_ANGLE_RAD = np.radians(75.0)
 # Grasped / HandEmpty ---------------------------------------------------------------------------------------
 FINGER_GAP_EMPTY_M = 0.004  # fingers closed tighter than this hold nothing (behaviors.common's value)
 FINGER_GAP_OPEN_MARGIN_M = 0.003  # fingers within this of fully open have not closed on anything
@@ -55,6 +60,10 @@ PAD_HALF_WIDTH_M = 0.02  # half the finger-pad box across the closing direction 
 PAD_HALF_DEPTH_M = 0.025  # half the box along the approach (pads span -9 to +9.5 mm around the tool centre)
 GAP_MARGIN_M = 0.005  # points this far outside the fingers' inner faces still count as between them
 MIN_POINTS_BETWEEN = 3  # the fingers and the hand occlude most of what they hold: a few points suffice
+# A gripper commanded closed whose fingers stand still apart holds something. The hand can hide all of it from the
+# base cameras: a held object tucked for a drive showed no point at all for 100+ ticks, the fingers 37 mm apart,
+# and the pick that had succeeded was taken for failed and begun again, dropping it (TidyIntoDrawer test seed 17).
+NEAR_HAND_M = 0.1  # object points this close to the tool centre are at the hand
 # InsideOf --------------------------------------------------------------------------------------------------
 INSIDE_MARGIN_M = 0.01  # the box grows by this (walls' thickness, depth noise)
 INSIDE_ABOVE_WALLS_M = 0.10  # an object may stand this far above the box's walls and still be inside
@@ -117,6 +126,21 @@ def estimate_opening_m(part_points_W, body_points_W, front_normal_W, band_m: flo
     return front_layer_offset_m(part_F[:, 0]) - front_layer_offset_m(body_F[near, 0])
 
 
+def view_angle_rad(part_points_W, front_normal_W, viewpoint_W) -> float:
+    """The horizontal angle (rad, 0 to pi) between a part's front normal and the direction from the part's
+    centre (``part_points_W`` [N, 3]) to ``viewpoint_W`` ([3]); pi/2 and more: seen from beside or behind."""
+    part = as_points(part_points_W, "part_points_W")
+    if not len(part):
+        raise ValueError("view_angle_rad: no part points")
+    n = horizontal_direction(front_normal_W)
+    d = np.asarray(viewpoint_W, dtype=np.float64).reshape(-1)[:3] - part.mean(axis=0)
+    d[2] = 0.0
+    length = float(np.linalg.norm(d))
+    if length < 1e-9:
+        return 0.0
+    return float(np.arccos(np.clip(float(d @ n) / length, -1.0, 1.0)))
+
+
 class OpeningTracker:
     """A part's opening (m) every step: :func:`estimate_opening_m` where the body around the part is seen, else
     the part's displacement since some earlier step (an
@@ -126,13 +150,18 @@ class OpeningTracker:
     def __init__(self) -> None:
         self.offset_m: float | None = None  # opening minus displacement, when last both were measured
 
-    def update(self, part_points_W, body_points_W, front_normal_W, displacement_m: float | None = None
-               ) -> tuple[float | None, str]:
+    def update(self, part_points_W, body_points_W, front_normal_W, displacement_m: float | None = None,
+               viewpoint_W=None, max_view_angle_rad: float = MAX_VIEW_ANGLE_RAD) -> tuple[float | None, str]:
         """(opening in m or None, how it was measured: "body front", "displacement" or "not seen"). An opening
-        read more than :data:`MAX_BEHIND_BODY_M` behind the body's front is not a measurement."""
+        read more than :data:`MAX_BEHIND_BODY_M` behind the body's front is not a measurement; nor one read
+        from ``viewpoint_W`` ([3], the cameras' base, W) more than ``max_view_angle_rad`` off the front's
+        normal, seen from the part's centre (horizontally)."""
         opening = estimate_opening_m(part_points_W, body_points_W, front_normal_W)
         if opening is not None and opening < -MAX_BEHIND_BODY_M:
             opening = None  # the front's layer not seen (implausible: behind the body's front)
+        if opening is not None and viewpoint_W is not None:
+            if view_angle_rad(part_points_W, front_normal_W, viewpoint_W) > max_view_angle_rad:
+                opening = None  # seen from beside the cabinet: edge-on
         if opening is not None:
             if displacement_m is not None:
                 self.offset_m = opening - displacement_m
@@ -180,30 +209,48 @@ def points_between_fingers(points_W, X_WT, finger_gap_m: float) -> np.ndarray:
             & (np.abs(p_T[:, 2]) <= PAD_HALF_DEPTH_M))
 
 
-def evaluate_grasped(finger_gap_m: float, max_opening_m: float, object_points_W, X_WT) -> PredicateEvidence:
-    """``Grasped(object)``: the fingers stopped apart on something, with the object's points between them.
+def evaluate_grasped(finger_gap_m: float, max_opening_m: float, object_points_W, X_WT,
+                     held_apart: bool = False) -> PredicateEvidence:
+    """``Grasped(object)``: the fingers stopped apart on something, with the object's points between them; or,
+    ``held_apart`` (the gripper commanded closed, its fingers standing still apart), with the object's points at
+    the hand (within :data:`NEAR_HAND_M`) or nowhere in view (the hand hides what it holds). Object points seen
+    only away from the hand: not grasped.
 
     Args:
         finger_gap_m: current finger gap (m); max_opening_m: the gripper's full opening (m).
         object_points_W: ``[N, 3]`` the object's points (its mask), world, m.
         X_WT: 4x4 tool-centre pose, world.
+        held_apart: the fingers closed on something (commanded closed, still, apart).
     """
     if finger_gap_m < FINGER_GAP_EMPTY_M:
         return PredicateEvidence(False, f"fingers closed on nothing (gap {finger_gap_m * 1000:.1f} mm)")
     if finger_gap_m > max_opening_m - FINGER_GAP_OPEN_MARGIN_M:
         return PredicateEvidence(False, f"gripper open (gap {finger_gap_m * 1000:.0f} mm)")
-    n = int(points_between_fingers(object_points_W, X_WT, finger_gap_m).sum())
+    points = as_points(object_points_W, "object_points_W")
+    n = int(points_between_fingers(points, X_WT, finger_gap_m).sum())
+    if n < MIN_POINTS_BETWEEN and held_apart:
+        near = int((np.linalg.norm(points - np.asarray(X_WT, dtype=np.float64)[:3, 3], axis=1) <= NEAR_HAND_M).sum())
+        if not len(points):
+            return PredicateEvidence(True, f"fingers held {finger_gap_m * 1000:.0f} mm apart on something; the object "
+                                           "not in view (the hand hides it)")
+        if near >= MIN_POINTS_BETWEEN:
+            return PredicateEvidence(True, f"fingers held {finger_gap_m * 1000:.0f} mm apart on something; {near} "
+                                           f"object points at the hand, {n} between the fingers")
     holds = n >= MIN_POINTS_BETWEEN
     return PredicateEvidence(holds, f"gap {finger_gap_m * 1000:.0f} mm, {n} object points between the fingers")
 
 
-def evaluate_hand_empty(finger_gap_m: float, other_points_W, X_WT) -> PredicateEvidence:
-    """``HandEmpty()``: the fingers closed on each other, or no point but the robot's between them.
+def evaluate_hand_empty(finger_gap_m: float, other_points_W, X_WT, held_apart: bool = False) -> PredicateEvidence:
+    """``HandEmpty()``: the fingers closed on each other, or no point but the robot's between them; never while
+    ``held_apart`` (commanded closed, the fingers stand still apart: on something, seen or not).
 
     ``other_points_W``: ``[N, 3]`` every point that is not the robot's (world, m)."""
     if finger_gap_m < FINGER_GAP_EMPTY_M:
         return PredicateEvidence(True, f"fingers closed on nothing (gap {finger_gap_m * 1000:.1f} mm)")
     n = int(points_between_fingers(other_points_W, X_WT, finger_gap_m).sum())
+    if held_apart:
+        return PredicateEvidence(False, f"fingers held {finger_gap_m * 1000:.0f} mm apart on something; {n} points "
+                                        "between them")
     holds = n < MIN_POINTS_BETWEEN
     return PredicateEvidence(holds, f"gap {finger_gap_m * 1000:.0f} mm, {n} points between the fingers")
 

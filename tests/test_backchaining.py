@@ -529,7 +529,8 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
                                               "HandEmpty()", "Grasped(object)"))
     node = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
     bb = py_trees.blackboard.Client(name="test", namespace="/pp_test")
-    for key in ("observation", "front_normal_W", "open_state", "part_travel_m", "predicates", "part_opening_m"):
+    for key in ("observation", "front_normal_W", "open_state", "part_travel_m", "predicates", "part_opening_m",
+                "last_command"):
         bb.register_key(key, access=Access.WRITE)
         bb.set(key, None)
     bb.observation = obs

@@ -12,6 +12,7 @@ import pytest
 from handleit.perception.cabinet_front import (
     estimate_cabinet_rectangle,
     front_side,
+    l_shape_axes,
     side_normals,
     side_standoff_xy_yaw,
     sides_seen_from,
@@ -63,6 +64,19 @@ def test_the_rectangle_of_a_whole_cabinet_fits_its_body():
     assert np.allclose(sorted(2 * rect.half_extent_m), sorted([DEPTH, WIDTH]), atol=0.03)
     assert rect.half_extent_m[0] >= rect.half_extent_m[1]  # the first axis the longer side
     assert abs(abs(float(rect.axes_W[0] @ (R @ np.array([0.0, 1.0])))) - 1.0) < 1e-3  # along the cabinet's width
+
+
+def test_a_cabinet_seen_from_a_corner_keeps_its_heading():
+    """Two faces seen, an L: the smallest rectangle around a right triangle along its hypotenuse has the area of
+    the one along its legs, so the heading comes from the sides the points hug (l_shape_axes)."""
+    corner_view = _to_W(np.vstack([_face(x=-DEPTH / 2, seed=2), _face(y=-WIDTH / 2, seed=3)]))
+    axes = l_shape_axes(corner_view[:, :2])
+    width_axis = R @ np.array([0.0, 1.0])
+    assert abs(abs(float(axes[0] @ width_axis)) - 1.0) < 1e-3 or abs(abs(float(axes[1] @ width_axis)) - 1.0) < 1e-3
+    rect = estimate_cabinet_rectangle(corner_view, np.array([*CENTRE, 0.6]))
+    assert abs(abs(float(rect.axes_W[0] @ width_axis)) - 1.0) < 1e-3  # the longer side along the width
+    assert np.allclose(rect.center_W, CENTRE, atol=0.03)
+    assert np.allclose(2 * rect.half_extent_m, [WIDTH, DEPTH], atol=0.03)
 
 
 def test_a_cabinet_seen_from_behind_only_is_grown_away_from_the_viewer_to_hold_the_prompt():

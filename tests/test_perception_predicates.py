@@ -82,6 +82,26 @@ def test_grasped_needs_the_object_between_the_fingers():
     assert not result.holds and "0 object points" in result.evidence
 
 
+def test_fingers_held_apart_on_something_hidden_by_the_hand():
+    """Commanded closed and standing still apart, the fingers hold something: Grasped with the object nowhere in
+    view or at the hand, not with it seen elsewhere (dropped); never HandEmpty."""
+    X_WT = _gripper_at([0.5, 0.0, 0.5])
+    cube = _box_surface([0.485, -0.015, 0.485], [0.515, 0.015, 0.515], 500)
+    hidden = np.zeros((0, 3))
+    assert not P.evaluate_grasped(0.03, 0.08, hidden, X_WT).holds  # no evidence but the gap: not believed
+    result = P.evaluate_grasped(0.03, 0.08, hidden, X_WT, held_apart=True)
+    assert result.holds and result.observed and "not in view" in result.evidence
+    behind_the_hand = cube + np.array([-0.05, 0.0, 0.0])  # its far half seen, none between the pads' box
+    assert P.evaluate_grasped(0.03, 0.08, behind_the_hand, X_WT, held_apart=True).holds
+    dropped = cube - np.array([0.0, 0.0, 0.3])
+    assert not P.evaluate_grasped(0.03, 0.08, dropped, X_WT, held_apart=True).holds
+    assert not P.evaluate_grasped(0.002, 0.08, hidden, X_WT, held_apart=True).holds  # closed on each other
+    assert P.evaluate_hand_empty(0.03, hidden, X_WT).holds
+    result = P.evaluate_hand_empty(0.03, hidden, X_WT, held_apart=True)
+    assert not result.holds and "apart on something" in result.evidence
+    assert P.evaluate_hand_empty(0.002, hidden, X_WT, held_apart=True).holds
+
+
 def test_hand_empty():
     X_WT = _gripper_at([0.5, 0.0, 0.5])
     cube = _box_surface([0.485, -0.015, 0.485], [0.515, 0.015, 0.515], 500)
@@ -152,3 +172,22 @@ def test_an_opening_read_behind_the_body_is_not_a_measurement():
     tracker.update(part, body, NORMAL_W, displacement_m=0.0)
     assert tracker.update(hidden_front, body[:3], NORMAL_W, displacement_m=-0.06) == (None, "not seen")
     assert not P.evaluate_closed(None).observed
+
+
+def test_an_opening_seen_from_beside_the_cabinet_is_not_a_measurement():
+    """Edge-on, the body's front and the drawer's front layer cannot be told apart: a view more than 75 degrees
+    off the front's normal measures nothing, and the tracker bridges it with the part's displacement."""
+    part, body = _drawer(0.10)
+    centre = part.mean(axis=0)
+    in_front = centre + np.array([-1.0, 0.3, 0.8])
+    beside = centre + np.array([0.1, 1.0, 0.8])  # a little behind the front's plane
+    assert P.view_angle_rad(part, NORMAL_W, in_front) == pytest.approx(np.arctan2(0.3, 1.0), abs=1e-6)
+    assert P.view_angle_rad(part, NORMAL_W, beside) > np.radians(90.0)
+    tracker = P.OpeningTracker()
+    opening, source = tracker.update(part, body, NORMAL_W, displacement_m=0.0, viewpoint_W=in_front)
+    assert source == "body front" and opening == pytest.approx(0.10, abs=0.004)
+    assert P.OpeningTracker().update(part, body, NORMAL_W, viewpoint_W=beside) == (None, "not seen")
+    opening, source = tracker.update(part, body, NORMAL_W, displacement_m=0.0, viewpoint_W=beside)
+    assert source == "displacement" and opening == pytest.approx(0.10, abs=0.004)
+    with pytest.raises(ValueError, match="no part points"):
+        P.view_angle_rad(np.zeros((0, 3)), NORMAL_W, in_front)
