@@ -13,6 +13,7 @@ Reads records only: runs nothing.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 
 from handleit.harness.stages import summarize
@@ -20,11 +21,11 @@ from handleit.harness.stages import summarize
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("records", nargs="+", help="records.jsonl files of handleit eval")
+    parser.add_argument("records", nargs="+", help="records.jsonl files of handleit eval (or .jsonl.gz)")
     args = parser.parse_args(argv)
     records = []
     for path in args.records:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             records.extend(json.loads(line) for line in f if line.strip())
     print(summarize(records))
 

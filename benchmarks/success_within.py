@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 
 import numpy as np
@@ -18,12 +19,12 @@ import numpy as np
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("records", help="records.jsonl of handleit eval")
+    parser.add_argument("records", help="records.jsonl of handleit eval (or .jsonl.gz)")
     parser.add_argument("--steps", default="200,1000", help="horizons, comma-separated")
     args = parser.parse_args()
     horizons = [int(s) for s in args.steps.split(",")]
     groups = collections.defaultdict(list)
-    with open(args.records) as f:
+    with (gzip.open(args.records, "rt") if args.records.endswith(".gz") else open(args.records)) as f:
         for line in f:
             record = json.loads(line)
             groups[(record["task"], record["split"], record["max_steps"])].append(record)
