@@ -67,7 +67,7 @@ class PerceivePredicates(Skill):
     def __init__(self, name: str, tools: Tools, predicates: tuple[Predicate, ...],
                  entity_masks: dict[str, str] | None = None, stable_ticks: int = STABLE_TICKS):
         super().__init__(name, tools, reads=("observation", "front_normal_W", "open_state", "part_travel_m",
-                                             "predicates", "part_opening_m", "last_command"),
+                                             "predicates", "part_opening_m", "gripper_commanded"),
                          writes=("predicates", "part_opening_m", "part_travel_m"))
         self.predicates = tuple(dict.fromkeys(Predicate(p.name, p.args) for p in predicates))
         self.entity_masks = dict(DEFAULT_ENTITY_MASKS if entity_masks is None else entity_masks)
@@ -155,10 +155,10 @@ class PerceivePredicates(Skill):
         raise ValueError(f"no perception for predicate {p}")
 
     def _held_apart(self, obs: Observation) -> bool:
-        """The tree's arm's gripper was commanded closed last tick and its fingers stand still: what the gap
-        then is, it closed on."""
-        command = self.bb.last_command
-        if command is None or command.gripper.get(self.tools.side) != "close":
+        """The tree's arm's gripper was last commanded to close ("hold" since keeps it so) and its fingers stand
+        still: what the gap then is, it closed on."""
+        commanded = (self.bb.gripper_commanded or {}).get(self.tools.side)
+        if not (isinstance(commanded, str) and commanded == "close"):
             return False
         rate = float(np.sum(obs.qvel[self.tools.finger_indices[self.tools.side]]))
         return abs(rate) < FINGERS_STILL_MPS

@@ -127,7 +127,7 @@ class TreeSolver:
 
     def _initial_blackboard(self) -> dict[str, Any]:
         return {
-            "observation": None, "command": None, "last_command": None, "handle": HandleAccumulator(),
+            "observation": None, "command": None, "gripper_commanded": {}, "handle": HandleAccumulator(),
             "front_normal_W": None, "open_state": None, "attempt": 0, "grasped": False, "grasp": None,
             "q_pregrasp": None, "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
@@ -141,13 +141,16 @@ class TreeSolver:
         self.bb.observation = observation
         self.bb.state_history.add(observation)
         self.bb.tick = self.bb.tick + 1
-        self.bb.last_command = self.bb.command  # what the robot was told last tick (the gripper's state)
         self.bb.command = None
         self.tree.tick()
         self._failed_ticks = self._failed_ticks + 1 if self.root.status == py_trees.common.Status.FAILURE else 0
         command = self.bb.command
         if command is None:  # nothing acted this tick (e.g. the tree ended): hold still
             command = Command(qvel=np.zeros(len(self.model.joint_names)), gripper={s: "hold" for s in self.sides})
+        # Each gripper's last command that moved it ("hold" keeps the fingers where they are): the gripper's
+        # state, for the predicates that read what the fingers closed on.
+        self.bb.gripper_commanded.update({s: g for s, g in command.gripper.items() if not (isinstance(g, str)
+                                                                                         and g == "hold")})
         self.step_times_s.append(time.perf_counter() - start)
         return command
 

@@ -530,7 +530,7 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
     node = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
     bb = py_trees.blackboard.Client(name="test", namespace="/pp_test")
     for key in ("observation", "front_normal_W", "open_state", "part_travel_m", "predicates", "part_opening_m",
-                "last_command"):
+                "gripper_commanded"):
         bb.register_key(key, access=Access.WRITE)
         bb.set(key, None)
     bb.observation = obs
@@ -567,3 +567,15 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
     assert bb.predicates[goal[0]].holds
     with pytest.raises(ValueError, match="stable_ticks"):
         PerceivePredicates("perceive predicates", tools, goal, stable_ticks=0)
+    # The fingers stand still 36 mm apart, the object nowhere in view: held, when the gripper was last told to
+    # close (the solver's gripper_commanded), and not otherwise.
+    held = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
+    bb.observation = Observation(0.02, points[: n_part + n_body], obs.colors[: n_part + n_body], hidden, "world",
+                                 obs.joint_names, np.array([0.018, 0.018]), np.zeros(2), X_WB, {"right": X_WT})
+    bb.gripper_commanded = {"right": 0.05}
+    held.tick_once()
+    assert not bb.predicates[goal[4]].holds and bb.predicates[goal[3]].holds
+    bb.gripper_commanded = {"right": "close"}
+    held.tick_once()
+    assert bb.predicates[goal[4]].holds and "not in view" in bb.predicates[goal[4]].evidence
+    assert not bb.predicates[goal[3]].holds

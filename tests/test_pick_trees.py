@@ -121,6 +121,8 @@ def test_bundled_pick_cube_episode_succeeds_in_200_steps(pick_cube):
     assert robot.info["success"], (robot.info, solver.tools.failure_reasons)
     assert robot.steps < 200 and robot.info["obj_to_goal_dist"] <= 0.025
     assert solver.tools.failures == []
+    # The gripper's last command that moved it, kept through the ticks that "hold" it: closed on the cube.
+    assert solver.bb.gripper_commanded == {solver.tools.side: "close"}
 
 
 def test_a_cube_knocked_out_of_the_hand_is_picked_again():
