@@ -28,6 +28,7 @@ from handleit.perception.predicates import (
     evaluate_closed,
     evaluate_grasped,
     evaluate_hand_empty,
+    object_at_hand,
     evaluate_inside_of,
     evaluate_on_top_of,
     evaluate_open,
@@ -79,6 +80,7 @@ class PerceivePredicates(Skill):
         self.stable_ticks = stable_ticks
         self.believed: dict[Predicate, bool] = {}
         self.against: dict[Predicate, int] = {}  # ticks in a row perception has said the opposite of the belief
+        self.last_seen_at_hand: dict[str, bool] = {}  # entity -> its points, when last in view, at the hand
 
     def _points(self, obs: Observation, entity: str) -> np.ndarray | None:
         mask = _mask(obs, self.entity_masks.get(entity, entity))
@@ -140,7 +142,11 @@ class PerceivePredicates(Skill):
             points = self._points(obs, p.args[0])
             if points is None:
                 return PredicateEvidence(False, f"no mask for {p.args[0]!r}", observed=False)
-            return evaluate_grasped(gap, self.tools.model.gripper_max_opening_m, points, X_WT, held_apart)
+            at_hand = object_at_hand(points, X_WT)
+            if at_hand is not None:
+                self.last_seen_at_hand[p.args[0]] = at_hand
+            return evaluate_grasped(gap, self.tools.model.gripper_max_opening_m, points, X_WT, held_apart,
+                                    self.last_seen_at_hand.get(p.args[0], False))
         a, b = (self._points(obs, e) for e in p.args)
         if a is None or b is None:
             missing = p.args[0] if a is None else p.args[1]

@@ -63,6 +63,8 @@ MIN_POINTS_BETWEEN = 3  # the fingers and the hand occlude most of what they hol
 # A gripper commanded closed whose fingers stand still apart holds something. The hand can hide all of it from the
 # base cameras: a held object tucked for a drive showed no point at all for 100+ ticks, the fingers 37 mm apart,
 # and the pick that had succeeded was taken for failed and begun again, dropping it (TidyIntoDrawer test seed 17).
+# What it holds may be a drawer's handle, the object out of view on the table: only an object last seen at the hand
+# is taken for held when out of view (test seed 6 took the handle for the object and began to place it).
 NEAR_HAND_M = 0.1  # object points this close to the tool centre are at the hand
 # InsideOf --------------------------------------------------------------------------------------------------
 INSIDE_MARGIN_M = 0.01  # the box grows by this (walls' thickness, depth noise)
@@ -210,17 +212,20 @@ def points_between_fingers(points_W, X_WT, finger_gap_m: float) -> np.ndarray:
 
 
 def evaluate_grasped(finger_gap_m: float, max_opening_m: float, object_points_W, X_WT,
-                     held_apart: bool = False) -> PredicateEvidence:
+                     held_apart: bool = False, last_seen_at_hand: bool = False) -> PredicateEvidence:
     """``Grasped(object)``: the fingers stopped apart on something, with the object's points between them; or,
     ``held_apart`` (the gripper commanded closed, its fingers standing still apart), with the object's points at
-    the hand (within :data:`NEAR_HAND_M`) or nowhere in view (the hand hides what it holds). Object points seen
-    only away from the hand: not grasped.
+    the hand (within :data:`NEAR_HAND_M`), or nowhere in view when it was last seen at the hand
+    (``last_seen_at_hand``: the hand hides what it holds). Object points seen only away from the hand, or the
+    object unseen since it was last seen elsewhere (the fingers on a drawer's handle, the object on the table
+    behind the robot): not grasped.
 
     Args:
         finger_gap_m: current finger gap (m); max_opening_m: the gripper's full opening (m).
         object_points_W: ``[N, 3]`` the object's points (its mask), world, m.
         X_WT: 4x4 tool-centre pose, world.
         held_apart: the fingers closed on something (commanded closed, still, apart).
+        last_seen_at_hand: the object's points, when last in view, were at the hand.
     """
     if finger_gap_m < FINGER_GAP_EMPTY_M:
         return PredicateEvidence(False, f"fingers closed on nothing (gap {finger_gap_m * 1000:.1f} mm)")
@@ -229,15 +234,25 @@ def evaluate_grasped(finger_gap_m: float, max_opening_m: float, object_points_W,
     points = as_points(object_points_W, "object_points_W")
     n = int(points_between_fingers(points, X_WT, finger_gap_m).sum())
     if n < MIN_POINTS_BETWEEN and held_apart:
-        near = int((np.linalg.norm(points - np.asarray(X_WT, dtype=np.float64)[:3, 3], axis=1) <= NEAR_HAND_M).sum())
-        if not len(points):
+        if not len(points) and last_seen_at_hand:
             return PredicateEvidence(True, f"fingers held {finger_gap_m * 1000:.0f} mm apart on something; the object "
-                                           "not in view (the hand hides it)")
+                                           "not in view since it was last seen at the hand (the hand hides it)")
+        near = int((np.linalg.norm(points - np.asarray(X_WT, dtype=np.float64)[:3, 3], axis=1) <= NEAR_HAND_M).sum())
         if near >= MIN_POINTS_BETWEEN:
             return PredicateEvidence(True, f"fingers held {finger_gap_m * 1000:.0f} mm apart on something; {near} "
                                            f"object points at the hand, {n} between the fingers")
     holds = n >= MIN_POINTS_BETWEEN
     return PredicateEvidence(holds, f"gap {finger_gap_m * 1000:.0f} mm, {n} object points between the fingers")
+
+
+def object_at_hand(object_points_W, X_WT, near_m: float = NEAR_HAND_M) -> bool | None:
+    """Whether at least :data:`MIN_POINTS_BETWEEN` of the object's points (``[N, 3]``, W) lie within ``near_m``
+    of the tool centre (``X_WT``); None when none is in view."""
+    points = as_points(object_points_W, "object_points_W")
+    if not len(points):
+        return None
+    d = np.linalg.norm(points - np.asarray(X_WT, dtype=np.float64)[:3, 3], axis=1)
+    return int((d <= near_m).sum()) >= MIN_POINTS_BETWEEN
 
 
 def evaluate_hand_empty(finger_gap_m: float, other_points_W, X_WT, held_apart: bool = False) -> PredicateEvidence:

@@ -568,14 +568,28 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
     with pytest.raises(ValueError, match="stable_ticks"):
         PerceivePredicates("perceive predicates", tools, goal, stable_ticks=0)
     # The fingers stand still 36 mm apart, the object nowhere in view: held, when the gripper was last told to
-    # close (the solver's gripper_commanded), and not otherwise.
+    # close (the solver's gripper_commanded) and the object was last seen at the hand; not otherwise.
+    def fingers_on(visible_points, visible_masks, t):
+        return Observation(t, visible_points, np.zeros_like(visible_points, dtype=np.uint8), visible_masks, "world",
+                           obs.joint_names, np.array([0.018, 0.018]), np.zeros(2), X_WB, {"right": X_WT})
+
     held = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
-    bb.observation = Observation(0.02, points[: n_part + n_body], obs.colors[: n_part + n_body], hidden, "world",
-                                 obs.joint_names, np.array([0.018, 0.018]), np.zeros(2), X_WB, {"right": X_WT})
-    bb.gripper_commanded = {"right": 0.05}
-    held.tick_once()
-    assert not bb.predicates[goal[4]].holds and bb.predicates[goal[3]].holds
+    bb.observation = fingers_on(points[: n_part + n_body], hidden, 0.02)  # the cube last seen in the drawer
     bb.gripper_commanded = {"right": "close"}
+    held.tick_once()
+    assert not bb.predicates[goal[4]].holds and not bb.predicates[goal[3]].holds  # the fingers on something else
+    at_hand = _box_surface([-1.015, -0.015, 0.985], [-0.985, 0.015, 1.015], 200) + np.array([-0.05, 0.0, 0.0])
+    seen = np.concatenate([points[: n_part + n_body], at_hand]).astype(np.float32)
+    masks_seen = {k: np.concatenate([v, np.zeros(len(at_hand), bool)]) for k, v in hidden.items()}
+    masks_seen["object"][n_part + n_body:] = True
+    bb.gripper_commanded = {"right": 0.05}
+    bb.observation = fingers_on(seen, masks_seen, 0.03)
+    held.tick_once()
+    assert not bb.predicates[goal[4]].holds  # not told to close: nothing between the fingers, not held
+    bb.gripper_commanded = {"right": "close"}
+    held.tick_once()
+    assert bb.predicates[goal[4]].holds and "at the hand" in bb.predicates[goal[4]].evidence
+    bb.observation = fingers_on(points[: n_part + n_body], hidden, 0.04)  # then hidden by the hand
     held.tick_once()
     assert bb.predicates[goal[4]].holds and "not in view" in bb.predicates[goal[4]].evidence
     assert not bb.predicates[goal[3]].holds

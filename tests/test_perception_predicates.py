@@ -83,14 +83,19 @@ def test_grasped_needs_the_object_between_the_fingers():
 
 
 def test_fingers_held_apart_on_something_hidden_by_the_hand():
-    """Commanded closed and standing still apart, the fingers hold something: Grasped with the object nowhere in
-    view or at the hand, not with it seen elsewhere (dropped); never HandEmpty."""
+    """Commanded closed and standing still apart, the fingers hold something: Grasped with the object at the hand,
+    or nowhere in view when last seen at the hand; not with it seen elsewhere (dropped), nor unseen since it was
+    last seen elsewhere (the fingers on a drawer's handle); never HandEmpty."""
     X_WT = _gripper_at([0.5, 0.0, 0.5])
     cube = _box_surface([0.485, -0.015, 0.485], [0.515, 0.015, 0.515], 500)
     hidden = np.zeros((0, 3))
     assert not P.evaluate_grasped(0.03, 0.08, hidden, X_WT).holds  # no evidence but the gap: not believed
-    result = P.evaluate_grasped(0.03, 0.08, hidden, X_WT, held_apart=True)
+    result = P.evaluate_grasped(0.03, 0.08, hidden, X_WT, held_apart=True, last_seen_at_hand=True)
     assert result.holds and result.observed and "not in view" in result.evidence
+    # Last seen elsewhere (on the table behind the robot), the fingers on a drawer's handle: not the object.
+    assert not P.evaluate_grasped(0.03, 0.08, hidden, X_WT, held_apart=True, last_seen_at_hand=False).holds
+    assert P.object_at_hand(cube, X_WT) and not P.object_at_hand(cube + 0.5, X_WT)
+    assert P.object_at_hand(hidden, X_WT) is None
     behind_the_hand = cube + np.array([-0.05, 0.0, 0.0])  # its far half seen, none between the pads' box
     assert P.evaluate_grasped(0.03, 0.08, behind_the_hand, X_WT, held_apart=True).holds
     dropped = cube - np.array([0.0, 0.0, 0.3])
