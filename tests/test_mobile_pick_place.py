@@ -486,6 +486,19 @@ def test_the_cabinet_front_is_reached_at_once_from_in_front_and_looked_for_from_
     standoff = _cabinet_scene(model, (-0.29 - 1.4, 0.0, 0.0), with_handle=True)
     solver.step(standoff)
     assert node.status == py_trees.common.Status.SUCCESS, node.feedback_message
+    # At a look-out with the handle in view but too little of its part to name the front: that side is left
+    # undecided after VIEW_TICKS ticks, for another (the base had waited there for the skill's 2000 steps).
+    solver = front_solver()
+    obs = _cabinet_scene(model, (-0.29 - 1.3, 0.0, 0.0), with_handle=True)
+    link = obs.masks["target_link"].copy()
+    link[np.flatnonzero(link)[10:]] = False  # 10 panel points, fewer than the front needs
+    obs = Observation(**{**obs.__dict__, "masks": {**obs.masks, "target_link": link}})
+    solver.reset(obs)
+    for _ in range(VIEW_TICKS + 3):
+        solver.step(obs)
+    node = next(n for n in solver.root.iterate() if isinstance(n, GoToCabinetFront))
+    assert node.front_W is None and len(node.undecided) == 1 and node.undecided[0] @ np.array([-1.0, 0.0]) > 0.9
+    assert node.status == py_trees.common.Status.RUNNING and "1 undecided" in node.feedback_message
     # With no prompt and no part in view: a named failure.
     solver = front_solver()
     bare = _empty_observation(model)
