@@ -28,10 +28,10 @@ from handleit.perception.predicates import (
     evaluate_closed,
     evaluate_grasped,
     evaluate_hand_empty,
-    object_at_hand,
     evaluate_inside_of,
     evaluate_on_top_of,
     evaluate_open,
+    object_at_hand,
 )
 from handleit.predicates import Predicate
 from handleit.types import Observation

@@ -13,9 +13,8 @@ Reads records only: runs nothing.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 
+from handleit.harness.records_io import read_record_dicts
 from handleit.harness.stages import summarize
 
 
@@ -23,11 +22,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", nargs="+", help="records.jsonl files of handleit eval (or .jsonl.gz)")
     args = parser.parse_args(argv)
-    records = []
-    for path in args.records:
-        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-            records.extend(json.loads(line) for line in f if line.strip())
-    print(summarize(records))
+    print(summarize(list(read_record_dicts(args.records))))
 
 
 if __name__ == "__main__":

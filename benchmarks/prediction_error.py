@@ -13,11 +13,11 @@ in mm, the yaw and the arm joints in mrad (the arm joints: the worst of them); t
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from collections import defaultdict
 
 import numpy as np
+
+from handleit.harness.records_io import read_record_dicts
 
 GROUPS = (  # (label, unit scale, test on the joint's name)
     ("base x, y (mm)", 1e3, lambda n: n.startswith("root_x") or n.startswith("root_y")),
@@ -27,21 +27,12 @@ GROUPS = (  # (label, unit scale, test on the joint's name)
 )
 
 
-def read_records(paths: list[str]):
-    for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            for line in f:
-                if line.strip():
-                    yield json.loads(line)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("records", nargs="+")
     args = parser.parse_args()
     per_condition: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for record in read_records(args.records):
+    for record in read_record_dicts(args.records):
         stats = ((record.get("diagnostics") or {}).get("realtime") or {}).get("prediction_error")
         if stats and stats.get("n"):
             per_condition[(record["task"], record.get("perturb") or "")].append(stats)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gzip
-import json
 
 import numpy as np
+
+from handleit.harness.records_io import read_record_dicts
 
 
 def main() -> None:
@@ -24,10 +24,8 @@ def main() -> None:
     args = parser.parse_args()
     horizons = [int(s) for s in args.steps.split(",")]
     groups = collections.defaultdict(list)
-    with (gzip.open(args.records, "rt") if args.records.endswith(".gz") else open(args.records)) as f:
-        for line in f:
-            record = json.loads(line)
-            groups[(record["task"], record["split"], record["max_steps"])].append(record)
+    for record in read_record_dicts([args.records]):
+        groups[(record["task"], record["split"], record["max_steps"])].append(record)
     print("| task | split | run's horizon | episodes | " + " | ".join(f"within {h}" for h in horizons)
           + " | median step of a success |")
     print("| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in horizons) + " | ---: |")

@@ -15,7 +15,6 @@ one name covers a checkpoint per task: ``bc:outputs/baselines/{task}-bc.pt``. Ou
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from handleit.harness.evaluation import EpisodeRecord, EpisodeSpec, episode_specs, run_episodes
 from handleit.harness.executor import Backend
+from handleit.harness.records_io import read_record_dicts
 
 SPLITS = ("train", "test")
 CSV_FIELDS = ("task", "solver", "solver_spec", "split", "max_steps", "episodes", "successes", "success_rate",
@@ -68,16 +68,8 @@ def comparison_specs(tasks: Iterable[str], solvers: Iterable[str], splits: Itera
 
 
 def read_records(paths: Iterable[str | Path]) -> list[EpisodeRecord]:
-    """Records of earlier evaluations (``records.jsonl`` files of ``handleit eval``)."""
-    records = []
-    for path in paths:
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"no records file {path}")
-        for line in path.read_text().splitlines():
-            if line.strip():
-                records.append(EpisodeRecord(**json.loads(line)))
-    return records
+    """Records of earlier evaluations (``records.jsonl`` files of ``handleit eval``, or gzipped)."""
+    return [EpisodeRecord(**d) for d in read_record_dicts(paths)]
 
 
 def run_comparison(tasks: list[str], solvers: list[str], splits: list[str], episodes: int, max_steps: int,

@@ -241,12 +241,17 @@ def evaluate_grasped(finger_gap_m: float, max_opening_m: float, object_points_W,
         if not len(points) and last_seen_at_hand:
             return PredicateEvidence(True, f"fingers held {finger_gap_m * 1000:.0f} mm apart on something; the object "
                                            "not in view since it was last seen at the hand (the hand hides it)")
-        near = int((np.linalg.norm(points - np.asarray(X_WT, dtype=np.float64)[:3, 3], axis=1) <= NEAR_HAND_M).sum())
+        near = _count_near_hand(points, X_WT, NEAR_HAND_M)
         if near >= MIN_POINTS_BETWEEN:
             return PredicateEvidence(True, f"fingers held {finger_gap_m * 1000:.0f} mm apart on something; {near} "
                                            f"object points at the hand, {n} between the fingers")
     holds = n >= MIN_POINTS_BETWEEN
     return PredicateEvidence(holds, f"gap {finger_gap_m * 1000:.0f} mm, {n} object points between the fingers")
+
+
+def _count_near_hand(points: np.ndarray, X_WT, near_m: float) -> int:
+    """How many of ``points`` ([N, 3], W) lie within ``near_m`` of the tool centre (``X_WT``)."""
+    return int((np.linalg.norm(points - np.asarray(X_WT, dtype=np.float64)[:3, 3], axis=1) <= near_m).sum())
 
 
 def object_at_hand(object_points_W, X_WT, near_m: float = NEAR_HAND_M) -> bool | None:
@@ -255,8 +260,7 @@ def object_at_hand(object_points_W, X_WT, near_m: float = NEAR_HAND_M) -> bool |
     points = as_points(object_points_W, "object_points_W")
     if not len(points):
         return None
-    d = np.linalg.norm(points - np.asarray(X_WT, dtype=np.float64)[:3, 3], axis=1)
-    return int((d <= near_m).sum()) >= MIN_POINTS_BETWEEN
+    return _count_near_hand(points, X_WT, near_m) >= MIN_POINTS_BETWEEN
 
 
 def evaluate_hand_empty(finger_gap_m: float, other_points_W, X_WT, held_apart: bool = False) -> PredicateEvidence:
