@@ -206,7 +206,8 @@ class PlanGrasp(BackgroundPlanning, Skill):
     (behaviors/background.py)."""
 
     def __init__(self, name, tools, max_candidates: int = 6, base_keep_out_m: float | None = None,
-                 pregrasp_distance_m: float = PREGRASP_DISTANCE_M, hook_knobs: bool = False):
+                 pregrasp_distance_m: float = PREGRASP_DISTANCE_M, hook_knobs: bool = False,
+                 reach_time_weight: float = 0.0):
         """``base_keep_out_m``: keep the base this far beyond the door's sweep (the blackboard's ``hinge``).
         ``hook_knobs``: close on a knob's stem just behind its head rather than on the head (see
         :func:`hooked_knob_grasp`)."""
@@ -215,6 +216,8 @@ class PlanGrasp(BackgroundPlanning, Skill):
         self.max_candidates, self.base_keep_out_m = max_candidates, base_keep_out_m
         self.pregrasp_distance_m = pregrasp_distance_m
         self.hook_knobs = hook_knobs
+        # > 0: the pregrasp's IK also counts the time to reach it at the velocity limits (cost per second).
+        self.reach_time_weight = reach_time_weight
 
     def snapshot(self) -> dict:
         """What planning reads, copied: Perceive keeps merging handle points while a background plan runs."""
@@ -256,7 +259,8 @@ class PlanGrasp(BackgroundPlanning, Skill):
             for X_WG in (grasp.X_WG, flipped_grasp_pose(grasp.X_WG)):
                 X_WP = pregrasp_pose(X_WG, self.pregrasp_distance_m)
                 pre = ik.solve(obs.qpos, {side: X_WP}, initial_guesses=starts, weights=REACH_WEIGHTS,
-                               base_keep_out=keep_out)
+                               base_keep_out=keep_out, velocity_limits=self.tools.model.velocity_limits,
+                               time_weight=self.reach_time_weight)
                 if not pre.success:
                     reasons.append(f"pregrasp: {pre.message}")
                     continue

@@ -387,11 +387,13 @@ class MoveToConfiguration(Skill):
                  axial_tolerance_m=0.01, angle_tolerance_rad=0.05, base_tolerance_m=0.03, gripper="open",
                  patience=12, accept_stall_m=0.0, accept_stall_axial_m=0.0, speed_fraction=0.9,
                  tolerance_key: str | None = None, preshape_margin_m: float | None = None,
-                 gripper_key: str | None = None):
+                 gripper_key: str | None = None, base_frame_budget: bool = False,
+                 close_within_m: float | None = None):
         reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
         reads += (gripper_key,) if gripper_key else ()
         reads += ("grasp", "attempt") if preshape_margin_m is not None else ()
-        super().__init__(name, tools, reads=reads, writes=("command", "reference"))
+        writes = ("command", "reference") + (("close_started",) if close_within_m is not None else ())
+        super().__init__(name, tools, reads=reads, writes=writes)
         self.tolerance_key = tolerance_key  # optional per-axis tolerances (m) in the goal's frame
         self.target_key, self.pose_key = target_key, pose_key
         self.lateral_tolerance_m, self.axial_tolerance_m = lateral_tolerance_m, axial_tolerance_m
@@ -400,11 +402,22 @@ class MoveToConfiguration(Skill):
         self.progress = ProgressWatch(patience)
         self.accept_stall_axial_m = accept_stall_axial_m
         self.preshape_margin_m, self.gripper_key = preshape_margin_m, gripper_key
-        self.reference = JointReference(tools, speed_fraction)
+        # The gripper closes once the tool centre is within this distance of the goal along its approach axis (and
+        # aside within the lateral tolerance): the fingers close during the last of the move instead of after it.
+        # The fingers at that moment go to the blackboard's ``close_started``, for the OperateGripper that follows.
+        self.close_within_m = close_within_m
+        # ``base_frame_budget``: the base's x/y limits budgeted per axis of its own frame (a move diagonal to the
+        # heading runs up to sqrt(2) faster than one vector at one axis' limit), and the yaw turning on its own
+        # trapezoid at full speed, so that the heading the move ends at is the one its budget soon holds for.
+        independent = tools.base_index[2:3] if base_frame_budget else ()
+        self.reference = JointReference(tools, speed_fraction, base_frame_budget=base_frame_budget,
+                                        independent=independent)
 
     def initialise(self):
         self.progress.reset()
         self.reference.restart()
+        if self.close_within_m is not None:
+            self.bb.close_started = None
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -446,6 +459,13 @@ class MoveToConfiguration(Skill):
             gripper = min(self.bb.grasp.width_m + self.preshape_margin_m, tools.model.gripper_max_opening_m)
         if self.gripper_key and self.bb.get(self.gripper_key) is not None:
             gripper = self.bb.get(self.gripper_key)
+        if self.close_within_m is not None:
+            aside_ok = (bool(np.all(np.abs(X_WG_goal[:3, :3].T @ offset)[:2] < tolerance_G[:2]))
+                        if tolerance_G is not None else lateral_error < self.lateral_tolerance_m)
+            if self.bb.close_started is None and axial_error < self.close_within_m and aside_ok:
+                self.bb.close_started = obs.qpos[tools.finger_index].copy()
+            if self.bb.close_started is not None:
+                gripper = "close"
         self.send(qvel, gripper)
         return Status.RUNNING
 
@@ -455,13 +475,16 @@ class OperateGripper(Skill):
     fingers have moved and stopped (closed on something, or at their limit), or were at that limit already."""
 
     def __init__(self, name, tools, action: str, min_steps: int = 4, max_steps: int = 40):
-        super().__init__(name, tools, reads=("observation",), writes=("command", "q_hold"))
+        reads = ("observation",) + (("close_started",) if action == "close" else ())
+        super().__init__(name, tools, reads=reads, writes=("command", "q_hold"))
         self.action, self.min_steps, self.max_steps = action, min_steps, max_steps
 
     def initialise(self):
         self.ticks = 0
         self.q_hold = None
-        self.fingers = []
+        # A close the move before began (MoveToConfiguration's ``close_within_m``): the fingers have moved since then.
+        started = self.bb.get("close_started") if self.action == "close" and self.bb.exists("close_started") else None
+        self.fingers = [] if started is None else [np.asarray(started)]
 
     def update(self):
         obs: Observation = self.bb.observation

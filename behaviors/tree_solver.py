@@ -131,7 +131,7 @@ class TreeSolver:
             "front_normal_W": None, "open_state": None, "attempt": 0, "grasped": False, "grasp": None,
             "q_pregrasp": None, "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
-            "clamped_gap_m": None, "segmentation_error": None,
+            "clamped_gap_m": None, "segmentation_error": None, "close_started": None,
             "state_history": StateHistory(),  # the robot's states by stamp (behaviors/state_history.py)
             **self.extra_blackboard,
         }

@@ -56,3 +56,27 @@ def test_fingers_already_where_the_action_drives_them_end_it_at_once(drawer_mode
         node.tick_once()
         ticks += 1
     assert node.status == Status.SUCCESS and ticks == node.min_steps
+
+
+def test_a_close_begun_by_the_move_before_ends_once_the_fingers_settle(drawer_model):
+    """The door's move to the grasp starts closing the fingers on its last centimetre (``close_started``: the
+    fingers when it did). The close that follows finds them already stopped on the handle: moved since the close
+    began, so it ends as soon as they are seen settled, not after ``max_steps``."""
+    node, bb, tools = _setup(drawer_model, "close")
+    bb.register_key("close_started", access=Access.WRITE)
+    index = tools.finger_index
+    bb.close_started = np.full(len(index), 0.03)  # the fingers when the move began to close them
+    ticks = 0
+    while node.status != Status.SUCCESS and ticks < node.max_steps:
+        bb.observation = _observe(drawer_model, np.full(len(index), 0.012), index)  # stopped on the handle
+        node.tick_once()
+        ticks += 1
+    assert node.status == Status.SUCCESS and ticks == node.min_steps
+    # Without that record the same stopped fingers were never seen to move: the close waits (latency).
+    waiting, bb2, _ = _setup(drawer_model, "close")
+    bb2.register_key("close_started", access=Access.WRITE)
+    bb2.close_started = None
+    for _ in range(node.min_steps + 2):
+        bb2.observation = _observe(drawer_model, np.full(len(index), 0.012), index)
+        waiting.tick_once()
+    assert waiting.status == Status.RUNNING

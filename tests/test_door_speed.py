@@ -1,0 +1,80 @@
+"""The door tree's quicker pieces (issue 17): the fingers closing on the move's last centimetre, and the base's
+heading during the swing turned diagonal to its way round the hinge."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import py_trees
+import pytest
+from py_trees.common import Access
+
+from handleit.behaviors.common import MoveToConfiguration
+from handleit.behaviors.door_nodes import diagonal_heading_nominal
+from handleit.behaviors.solver_tools import ToolsSpec, make_tools
+from handleit.types import Observation
+
+
+def _move(model, close_within_m):
+    tools = make_tools(ToolsSpec(model), namespace=f"/door_speed_{time.monotonic_ns()}")
+    bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("observation", "command", "tick", "reference", "q_grasp", "X_WG_grasp", "close_started"):
+        bb.register_key(key, access=Access.WRITE)
+    bb.command, bb.tick, bb.reference, bb.close_started = None, 0, None, None
+    node = MoveToConfiguration("move to grasp", tools, "q_grasp", "X_WG_grasp", lateral_tolerance_m=0.012,
+                               axial_tolerance_m=0.004, close_within_m=close_within_m)
+    return node, bb, tools
+
+
+def _observe(model, tools, p_WT):
+    qpos = np.zeros(len(model.joint_names))
+    qpos[tools.finger_index] = 0.03
+    X_WT = np.eye(4)
+    X_WT[:3, 3] = p_WT
+    return Observation(time_s=0.0, points=np.zeros((1, 3)), colors=np.zeros((1, 3), np.uint8), masks={},
+                       frame="world", joint_names=model.joint_names, qpos=qpos, qvel=np.zeros(len(qpos)),
+                       X_WB=np.eye(4), X_WT={tools.side: X_WT})
+
+
+@pytest.mark.parametrize("close_within_m", [0.012, None])
+def test_the_fingers_close_on_the_last_centimetre_of_the_move(drawer_model, close_within_m):
+    node, bb, tools = _move(drawer_model, close_within_m)
+    goal = np.eye(4)  # approach along the goal's z: the tool centre comes in from -z
+    bb.X_WG_grasp = goal
+    bb.q_grasp = np.zeros(len(drawer_model.joint_names))
+    commands = []
+    for depth, aside in ((0.05, 0.0), (0.02, 0.0), (0.008, 0.03), (0.008, 0.005), (0.006, 0.005)):
+        bb.tick += 1
+        bb.observation = _observe(drawer_model, tools, [aside, 0.0, -depth])
+        node.tick_once()
+        commands.append(bb.command.gripper[tools.side])
+    if close_within_m is None:
+        assert commands == ["open"] * 5 and bb.close_started is None
+        return
+    # Far, then near but 3 cm aside: still open; within 1.2 cm along and aside within tolerance: closing, and it
+    # stays closing; the fingers where the close began are kept for the gripper node that follows.
+    assert commands == ["open", "open", "open", "close", "close"]
+    assert np.allclose(bb.close_started, 0.03)
+    node.initialise()  # a new attempt forgets it
+    assert bb.close_started is None
+
+
+def test_the_swing_turns_the_heading_diagonal_to_the_way_round_the_hinge():
+    base = np.array([0, 1, 2, 3])
+    hinge, up = np.zeros(3), np.array([0.0, 0.0, 1.0])
+    q = np.zeros(5)
+    q[:2] = (0.0, -1.0)  # the base 1 m from the hinge along -y: a positive turn about z moves it along +x
+    q[2] = 0.05  # heading nearly along the way round
+    nominal = diagonal_heading_nominal(q, base, hinge, up, step_rad=0.1)
+    assert nominal[2] == pytest.approx(0.15)  # toward +45 degrees (the nearer), by one step
+    assert np.array_equal(np.delete(nominal, 2), np.delete(q, 2))
+    for _ in range(20):
+        q = diagonal_heading_nominal(q, base, hinge, up, step_rad=0.1)
+    assert q[2] == pytest.approx(math.pi / 4)  # reached, and held there
+    q[2] = -0.3  # nearer -45 degrees
+    assert diagonal_heading_nominal(q, base, hinge, up, step_rad=1.0)[2] == pytest.approx(-math.pi / 4)
+    # The other sense of opening (axis down): the way round is -x; the headings 45 degrees off it are +-135.
+    q[2] = 3.0
+    assert diagonal_heading_nominal(q, base, hinge, -up, step_rad=1.0)[2] == pytest.approx(3 * math.pi / 4)
