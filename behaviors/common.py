@@ -402,8 +402,10 @@ class MoveToConfiguration(Skill):
         self.progress = ProgressWatch(patience)
         self.accept_stall_axial_m = accept_stall_axial_m
         self.preshape_margin_m, self.gripper_key = preshape_margin_m, gripper_key
-        # The gripper closes once the tool centre is within this distance of the goal along its approach axis (and
-        # aside within the lateral tolerance): the fingers close during the last of the move instead of after it.
+        # The gripper closes once the reference has arrived and the tool centre is within this distance of the goal
+        # along its approach axis (aside within the lateral tolerance): the fingers close while the hand settles
+        # onto the grasp instead of after it. (Closing before the reference arrived, the hand still coming in at
+        # up to 0.4 m/s, pushed doors open during the close and let 2 of 4 traced handles slip out mid-swing.)
         # The fingers at that moment go to the blackboard's ``close_started``, for the OperateGripper that follows.
         self.close_within_m = close_within_m
         # ``base_frame_budget``: the base's x/y limits budgeted per axis of its own frame (a move diagonal to the
@@ -462,7 +464,7 @@ class MoveToConfiguration(Skill):
         if self.close_within_m is not None:
             aside_ok = (bool(np.all(np.abs(X_WG_goal[:3, :3].T @ offset)[:2] < tolerance_G[:2]))
                         if tolerance_G is not None else lateral_error < self.lateral_tolerance_m)
-            if self.bb.close_started is None and axial_error < self.close_within_m and aside_ok:
+            if self.bb.close_started is None and arrived and axial_error < self.close_within_m and aside_ok:
                 self.bb.close_started = obs.qpos[tools.finger_index].copy()
             if self.bb.close_started is not None:
                 gripper = "close"

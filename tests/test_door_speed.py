@@ -59,6 +59,12 @@ def test_the_fingers_close_on_the_last_centimetre_of_the_move(drawer_model, clos
     assert np.allclose(bb.close_started, 0.03)
     node.initialise()  # a new attempt forgets it
     assert bb.close_started is None
+    # While the reference is still on its way (the joints' target 0.5 rad off), the hand coming in is not closed on.
+    bb.q_grasp = np.full(len(drawer_model.joint_names), 0.5)
+    bb.tick += 1
+    bb.observation = _observe(drawer_model, tools, [0.005, 0.0, -0.006])
+    node.tick_once()
+    assert bb.command.gripper[tools.side] == "open" and bb.close_started is None
 
 
 def test_the_swing_turns_the_heading_diagonal_to_the_way_round_the_hinge():
