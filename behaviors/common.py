@@ -428,6 +428,7 @@ class MoveToConfiguration(Skill):
         X_WG_goal = self.bb.get(self.pose_key)
         X_WT = obs.X_WT[tools.side]
         offset = X_WT[:3, 3] - X_WG_goal[:3, 3]
+        offset_G = X_WG_goal[:3, :3].T @ offset  # the same in the goal's frame (z: along the approach)
         axial_error = float(abs(offset @ X_WG_goal[:3, 2]))
         lateral_error = float(np.linalg.norm(offset - (offset @ X_WG_goal[:3, 2]) * X_WG_goal[:3, 2]))
         position_error = float(np.linalg.norm(offset))
@@ -440,7 +441,7 @@ class MoveToConfiguration(Skill):
         within = lateral_error < self.lateral_tolerance_m and axial_error < self.axial_tolerance_m
         tolerance_G = self.bb.get(self.tolerance_key) if self.tolerance_key else None
         if tolerance_G is not None:
-            within = bool(np.all(np.abs(X_WG_goal[:3, :3].T @ offset) < tolerance_G))
+            within = bool(np.all(np.abs(offset_G) < tolerance_G))
         if within and angle_error < self.angle_tolerance_rad and base_error < self.base_tolerance_m:
             return Status.SUCCESS
 
@@ -449,7 +450,6 @@ class MoveToConfiguration(Skill):
         if self.progress.stalled(position_error + 0.2 * angle_error, arrived):
             held_short = lateral_error < self.accept_stall_m and axial_error < self.accept_stall_axial_m
             if tolerance_G is not None:  # short along the approach only, aligned otherwise
-                offset_G = X_WG_goal[:3, :3].T @ offset
                 held_short = bool(np.all(np.abs(offset_G[:2]) < tolerance_G[:2])
                                   and abs(offset_G[2]) < self.accept_stall_axial_m)
             if held_short and angle_error < 2 * self.angle_tolerance_rad:
@@ -462,7 +462,7 @@ class MoveToConfiguration(Skill):
         if self.gripper_key and self.bb.get(self.gripper_key) is not None:
             gripper = self.bb.get(self.gripper_key)
         if self.close_within_m is not None:
-            aside_ok = (bool(np.all(np.abs(X_WG_goal[:3, :3].T @ offset)[:2] < tolerance_G[:2]))
+            aside_ok = (bool(np.all(np.abs(offset_G[:2]) < tolerance_G[:2]))
                         if tolerance_G is not None else lateral_error < self.lateral_tolerance_m)
             if self.bb.close_started is None and arrived and axial_error < self.close_within_m and aside_ok:
                 self.bb.close_started = obs.qpos[tools.finger_index].copy()
