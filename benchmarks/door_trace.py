@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from phase_steps import apply_overrides
 
 import handleit.envs
 from handleit.behaviors import make_tree_solver
 from handleit.control.actions import world_to_base_velocity
 from handleit.harness.sim_robot import SimRobot
-
-from phase_steps import apply_overrides
 
 
 def main() -> None:
