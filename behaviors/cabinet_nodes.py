@@ -207,10 +207,13 @@ class PlanGrasp(BackgroundPlanning, Skill):
 
     def __init__(self, name, tools, max_candidates: int = 6, base_keep_out_m: float | None = None,
                  pregrasp_distance_m: float = PREGRASP_DISTANCE_M, hook_knobs: bool = False,
-                 reach_time_weight: float = 0.0):
+                 reach_time_weight: float = 0.0, max_approach_arm_rad: float | None = None):
         """``base_keep_out_m``: keep the base this far beyond the door's sweep (the blackboard's ``hinge``).
         ``hook_knobs``: close on a knob's stem just behind its head rather than on the head (see
-        :func:`hooked_knob_grasp`)."""
+        :func:`hooked_knob_grasp`). ``max_approach_arm_rad``: the most any arm joint may turn between the
+        pregrasp's and the grasp's postures; a grasp the arm alone reaches only by folding over into another
+        branch (a low handle, the arm stretched at the pregrasp) is reached with the base's help instead, and
+        a grasp neither reaches so is skipped."""
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt", "hinge"),
                          writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
         self.max_candidates, self.base_keep_out_m = max_candidates, base_keep_out_m
@@ -218,6 +221,15 @@ class PlanGrasp(BackgroundPlanning, Skill):
         self.hook_knobs = hook_knobs
         # > 0: the pregrasp's IK also counts the time to reach it at the velocity limits (cost per second).
         self.reach_time_weight = reach_time_weight
+        self.max_approach_arm_rad = max_approach_arm_rad
+
+    def _folds_over(self, q_from: np.ndarray, q_to: np.ndarray) -> bool:
+        """Whether the straight joint-space move from ``q_from`` to ``q_to`` turns an arm joint by more than
+        ``max_approach_arm_rad``: the hand would sweep far off the approach line on its way in."""
+        if self.max_approach_arm_rad is None:
+            return False
+        arm = self.tools.arm_index
+        return float(np.max(np.abs(q_to[arm] - q_from[arm]))) > self.max_approach_arm_rad
 
     def snapshot(self) -> dict:
         """What planning reads, copied: Perceive keeps merging handle points while a background plan runs."""
@@ -266,10 +278,14 @@ class PlanGrasp(BackgroundPlanning, Skill):
                     continue
                 # The last approach is the arm's alone, so the base stays put for the pull that follows.
                 final = ik.solve(pre.q, {side: X_WG}, fixed_joints=base_joints)
-                if not final.success:
+                if not final.success or self._folds_over(pre.q, final.q):
                     final = ik.solve(pre.q, {side: X_WG}, base_keep_out=keep_out)
                 if not final.success:
                     reasons.append(f"grasp: {final.message}")
+                    continue
+                if self._folds_over(pre.q, final.q):
+                    reasons.append(f"grasp: an arm joint turns more than {self.max_approach_arm_rad} rad from the "
+                                   "pregrasp's posture")
                     continue
                 tolerance_G = grasp_tolerance_G(handle_points_W, X_WG, grasp.width_m)
                 return "grasp", (grasp, X_WG, X_WP, tolerance_G, pre.q, final.q)

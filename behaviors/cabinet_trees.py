@@ -58,6 +58,14 @@ PRESHAPE_MARGIN_M = 0.02
 DOOR_CLOSE_WITHIN_M = 0.012
 DOOR_REACH_TIME_WEIGHT = 20.0
 DOOR_BASE_FRAME_BUDGET = True
+# The grasp is reached from the pregrasp by the arm alone unless that turns an arm joint by more than this (rad): a
+# low handle reached with the arm stretched at the pregrasp (the elbow straight, the wrist at its stop) was reached
+# 10 cm further in only by folding the arm over (joints 3 and 7 turned by ~2.9 rad), and the straight joint-space
+# move swept the hand 12 cm off the approach line for 120 steps ("grasp in time?", test door 001); the base then
+# takes the last 10 cm, the arm's posture kept. A healthy 10 cm approach turns no joint by more than ~0.4 rad.
+DOOR_MAX_APPROACH_ARM_RAD = 1.0
+# The base's speed (fraction of its limits) on the move to the grasp, when it takes part.
+DOOR_GRASP_BASE_SPEED_FRACTION = 0.3
 
 
 def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 150,
@@ -82,7 +90,8 @@ def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 15
         # A door's handle stands out from a flat front with nothing to sweep into: a shorter final approach.
         PlanGrasp("plan grasp", tools, base_keep_out_m=BASE_CLEARANCE_M if door else None,
                   pregrasp_distance_m=0.10 if door else 0.15, hook_knobs=door,
-                  reach_time_weight=DOOR_REACH_TIME_WEIGHT if door else 0.0),
+                  reach_time_weight=DOOR_REACH_TIME_WEIGHT if door else 0.0,
+                  max_approach_arm_rad=DOOR_MAX_APPROACH_ARM_RAD if door else None),
         # Aligned with the approach line before going in (a finger sliding sideways knocks a knob), but not
         # necessarily all the way back on it: the final move goes straight in along the line anyway.
         py_trees.composites.Selector("reach pregrasp", memory=True, children=[
@@ -106,7 +115,8 @@ def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 15
             angle_tolerance_rad=0.08, base_tolerance_m=0.03, accept_stall_m=0.02, accept_stall_axial_m=0.006,
             speed_fraction=0.7 if door else 0.5, tolerance_key="grasp_tolerance_G",
             preshape_margin_m=PRESHAPE_MARGIN_M if door else None,
-            close_within_m=DOOR_CLOSE_WITHIN_M if door else None), 120, tools),
+            close_within_m=DOOR_CLOSE_WITHIN_M if door else None,
+            base_speed_fraction=DOOR_GRASP_BASE_SPEED_FRACTION if door else None), 120, tools),
         OperateGripper("close gripper", tools, "close"),
         GraspIsHolding("grasp holds?", tools),
     ]

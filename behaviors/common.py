@@ -160,7 +160,7 @@ class JointReference:
     the robot lags its reference while moving, and restarting from the measured configuration would pull it
     back."""
 
-    def __init__(self, tools: Tools, speed_fraction: float, ramp_s: float = RAMP_S, independent=(),
+    def __init__(self, tools: Tools, speed_fraction: float | np.ndarray, ramp_s: float = RAMP_S, independent=(),
                  base_frame_budget: bool = False, base_lead_s: float = 0.0):
         self.tools, self.speed_fraction, self.ramp_s = tools, speed_fraction, ramp_s
         # The base's velocity follows a command with a lag (its drive: a first-order response): commanding the
@@ -201,7 +201,7 @@ class JointReference:
         else:
             self.q, self.ff, self.k = obs.qpos.copy(), np.zeros_like(obs.qpos), 0.0
         if len(self.independent):  # each continues at the speed it had
-            full = self.speed_fraction * self.tools.model.velocity_limits[self.independent]
+            full = self._speeds()[self.independent]
             self.k_independent = np.minimum(1.0, np.abs(self.ff[self.independent]) / np.maximum(full, 1e-9))
         self._t = None
 
@@ -226,7 +226,7 @@ class JointReference:
         dt = self._step_s(obs)
         remaining = q_target - self.q
         remaining[~np.isin(np.arange(len(remaining)), tools.controlled)] = 0.0  # fingers: the gripper's job
-        speed = self.speed_fraction * tools.model.velocity_limits
+        speed = self._speeds()
         remaining_independent = remaining[self.independent].copy()
         remaining[self.independent] = 0.0
         xy = tools.base_index[:2]
@@ -265,6 +265,10 @@ class JointReference:
             base = tools.base_index
             qvel[base] += self.base_lead_s * (self.ff[base] - ff_before[base]) / dt
         return qvel, arrived
+
+    def _speeds(self) -> np.ndarray:
+        """Full speed per joint: ``speed_fraction`` (one for all, or one per joint) of the velocity limits."""
+        return np.asarray(self.speed_fraction) * self.tools.model.velocity_limits
 
     def _speed_factor(self, k, time_left, dt: float):
         """Trapezoidal profile: the speed factor k in [0, 1] of full speed (scalar or per joint), raised by at
@@ -388,7 +392,7 @@ class MoveToConfiguration(Skill):
                  patience=12, accept_stall_m=0.0, accept_stall_axial_m=0.0, speed_fraction=0.9,
                  tolerance_key: str | None = None, preshape_margin_m: float | None = None,
                  gripper_key: str | None = None, base_frame_budget: bool = False,
-                 close_within_m: float | None = None):
+                 close_within_m: float | None = None, base_speed_fraction: float | None = None):
         reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
         reads += (gripper_key,) if gripper_key else ()
         reads += ("grasp", "attempt") if preshape_margin_m is not None else ()
@@ -412,6 +416,13 @@ class MoveToConfiguration(Skill):
         # heading runs up to sqrt(2) faster than one vector at one axis' limit), and the yaw turning on its own
         # trapezoid at full speed, so that the heading the move ends at is the one its budget soon holds for.
         independent = tools.base_index[2:3] if base_frame_budget else ()
+        # ``base_speed_fraction``: the base's joints at this fraction of their limits instead of ``speed_fraction``,
+        # for a move whose hand must keep to its line while the base carries it (the last centimetres to a grasp
+        # the arm alone does not reach: the arm, stretched, sways with the base's acceleration).
+        if base_speed_fraction is not None:
+            fractions = np.full(len(tools.model.joint_names), float(speed_fraction))
+            fractions[tools.base_index] = base_speed_fraction
+            speed_fraction = fractions
         self.reference = JointReference(tools, speed_fraction, base_frame_budget=base_frame_budget,
                                         independent=independent)
 

@@ -1,5 +1,6 @@
-"""The door tree's quicker pieces (issue 17): the fingers closing on the move's last centimetre, and the base's
-heading during the swing turned diagonal to its way round the hinge."""
+"""The door tree's quicker pieces (issue 17): the fingers closing on the move's last centimetre, the base's
+heading during the swing turned diagonal to its way round the hinge, and a low handle's grasp reached with the
+base's help instead of by an arm folding over."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import py_trees
 import pytest
 from py_trees.common import Access
 
+from handleit.behaviors.cabinet_nodes import PlanGrasp
+from handleit.behaviors.cabinet_trees import DOOR_MAX_APPROACH_ARM_RAD
 from handleit.behaviors.common import MoveToConfiguration
 from handleit.behaviors.door_nodes import diagonal_heading_nominal
 from handleit.behaviors.solver_tools import ToolsSpec, make_tools
@@ -84,3 +87,50 @@ def test_the_swing_turns_the_heading_diagonal_to_the_way_round_the_hinge():
     # The other sense of opening (axis down): the way round is -x; the headings 45 degrees off it are +-135.
     q[2] = 3.0
     assert diagonal_heading_nominal(q, base, hinge, -up, step_rad=1.0)[2] == pytest.approx(3 * math.pi / 4)
+
+
+# A low door handle (test door 001, seed 11: a vertical bar 0.2 m up) and the pregrasp posture whole-body IK chose
+# for it: the elbow straight (joint 4 at -0.07), the wrist at its stop (joint 6 at 3.75).
+LOW_HANDLE_Q_PREGRASP = np.array([-1.37781, 0.00762, 0.79957, 0.0, -0.43189, 1.18866, -0.26554, -0.07041, -0.2981,
+                                  3.7525, 0.02043, 0.024, 0.024])
+LOW_HANDLE_X_WG = np.array([[0.0, -0.00028, 1.0, -0.20554], [0.0, -1.0, -0.00028, 0.05913],
+                            [1.0, 0.0, 0.0, 0.19857], [0.0, 0.0, 0.0, 1.0]])
+
+
+def test_a_grasp_the_arm_reaches_only_by_folding_over_is_reached_with_the_base(drawer_model):
+    """From a stretched pregrasp the arm alone reaches 10 cm further in only in another branch of its IK (joints 3
+    and 7 turned by ~2.9 rad: the straight joint-space move sweeps the hand off the approach line). The planner's
+    rule (PlanGrasp ``max_approach_arm_rad``) sees that, and the solve with the base free keeps the arm's posture."""
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/door_fold_{time.monotonic_ns()}")
+    plan = PlanGrasp("plan grasp", tools, max_approach_arm_rad=DOOR_MAX_APPROACH_ARM_RAD)
+    q_pre = LOW_HANDLE_Q_PREGRASP
+    arm_only = tools.ik.solve(q_pre, {tools.side: LOW_HANDLE_X_WG}, fixed_joints=drawer_model.base_joint_names)
+    with_base = tools.ik.solve(q_pre, {tools.side: LOW_HANDLE_X_WG})
+    assert arm_only.success and with_base.success
+    assert plan._folds_over(q_pre, arm_only.q)
+    assert not plan._folds_over(q_pre, with_base.q)
+    assert np.linalg.norm(with_base.q[tools.base_index[:2]] - q_pre[tools.base_index[:2]]) > 0.05  # the base goes in
+    assert not PlanGrasp("plan grasp", tools)._folds_over(q_pre, arm_only.q)  # the drawer's default: no check
+
+
+def test_the_base_moves_at_its_own_speed_fraction(drawer_model):
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/door_base_speed_{time.monotonic_ns()}")
+    q_target = np.zeros(len(drawer_model.joint_names))
+    q_target[tools.base_index[0]] = 0.3
+    q_target[tools.arm_index[0]] = 0.3
+    peaks = {}
+    for base_fraction in (None, 0.3):
+        node = MoveToConfiguration("move to grasp", tools, "q", "X", speed_fraction=0.7,
+                                   base_speed_fraction=base_fraction)
+        reference, obs = node.reference, _observe(drawer_model, tools, [0.0, 0.0, 0.0])
+        feed_forward = []
+        for _ in range(200):
+            reference.advance(q_target, obs)
+            feed_forward.append(reference.ff.copy())
+        peaks[base_fraction] = np.max(np.abs(feed_forward), axis=0)
+    limits = drawer_model.velocity_limits
+    x, joint1 = tools.base_index[0], tools.arm_index[0]
+    assert peaks[None][x] == pytest.approx(0.7 * limits[x], rel=0.02)
+    assert peaks[0.3][x] == pytest.approx(0.3 * limits[x], rel=0.02)
+    # All joints still arrive together: the arm slows to the base's pace.
+    assert peaks[0.3][joint1] < peaks[None][joint1]
