@@ -213,9 +213,10 @@ class PlanGrasp(BackgroundPlanning, Skill):
         :func:`hooked_knob_grasp`). ``max_approach_arm_rad``: the most any arm joint may turn between the
         pregrasp's and the grasp's postures; a grasp the arm alone reaches only by folding over into another
         branch (a low handle, the arm stretched at the pregrasp) is reached with the base's help instead, and
-        a grasp neither reaches so is skipped."""
+        a grasp neither reaches so is skipped; the blackboard's ``grasp_arm_stretched`` says which it was."""
         super().__init__(name, tools, reads=("observation", "handle", "front_normal_W", "attempt", "hinge"),
-                         writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G"))
+                         writes=("grasp", "q_pregrasp", "X_WG_pregrasp", "q_grasp", "X_WG_grasp", "grasp_tolerance_G",
+                                 "grasp_arm_stretched"))
         self.max_candidates, self.base_keep_out_m = max_candidates, base_keep_out_m
         self.pregrasp_distance_m = pregrasp_distance_m
         self.hook_knobs = hook_knobs
@@ -241,7 +242,8 @@ class PlanGrasp(BackgroundPlanning, Skill):
                 "hinge": self.bb.hinge}
 
     def plan(self, snap: dict) -> tuple[str, object]:
-        """("fail", why) or ("grasp", (grasp, X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp)); no blackboard."""
+        """("fail", why) or ("grasp", (grasp, X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp, arm_stretched)); no
+        blackboard."""
         obs: Observation = snap["observation"]
         front_normal_W = snap["front_normal_W"]
         handle_points_W, _ = grasp_points_W(snap["handle_points_W"], snap["recent_points_W"], snap["recent_origins_W"])
@@ -278,7 +280,8 @@ class PlanGrasp(BackgroundPlanning, Skill):
                     continue
                 # The last approach is the arm's alone, so the base stays put for the pull that follows.
                 final = ik.solve(pre.q, {side: X_WG}, fixed_joints=base_joints)
-                if not final.success or self._folds_over(pre.q, final.q):
+                stretched = final.success and self._folds_over(pre.q, final.q)
+                if not final.success or stretched:
                     final = ik.solve(pre.q, {side: X_WG}, base_keep_out=keep_out)
                 if not final.success:
                     reasons.append(f"grasp: {final.message}")
@@ -288,15 +291,16 @@ class PlanGrasp(BackgroundPlanning, Skill):
                                    "pregrasp's posture")
                     continue
                 tolerance_G = grasp_tolerance_G(handle_points_W, X_WG, grasp.width_m)
-                return "grasp", (grasp, X_WG, X_WP, tolerance_G, pre.q, final.q)
+                return "grasp", (grasp, X_WG, X_WP, tolerance_G, pre.q, final.q, stretched)
         return "fail", f"IK failed for {len(ordered[: self.max_candidates])} grasps ({reasons[-1] if reasons else ''})"
 
     def apply(self, result: tuple[str, object]) -> Status:
         kind, value = result
         if kind == "fail":
             return self.fail(value)
-        grasp, X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp = value
+        grasp, X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp, arm_stretched = value
         self.bb.grasp, self.bb.X_WG_grasp, self.bb.X_WG_pregrasp = grasp, X_WG, X_WP
+        self.bb.grasp_arm_stretched = arm_stretched
         self.bb.grasp_tolerance_G = tolerance_G
         self.bb.q_pregrasp, self.bb.q_grasp = q_pregrasp, q_grasp
         self.feedback_message = f"grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 2)}"

@@ -392,9 +392,11 @@ class MoveToConfiguration(Skill):
                  patience=12, accept_stall_m=0.0, accept_stall_axial_m=0.0, speed_fraction=0.9,
                  tolerance_key: str | None = None, preshape_margin_m: float | None = None,
                  gripper_key: str | None = None, base_frame_budget: bool = False,
-                 close_within_m: float | None = None, base_speed_fraction: float | None = None):
+                 close_within_m: float | None = None, base_speed_fraction: float | None = None,
+                 slow_base_key: str | None = None):
         reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
         reads += (gripper_key,) if gripper_key else ()
+        reads += (slow_base_key,) if slow_base_key else ()
         reads += ("grasp", "attempt") if preshape_margin_m is not None else ()
         writes = ("command", "reference") + (("close_started",) if close_within_m is not None else ())
         super().__init__(name, tools, reads=reads, writes=writes)
@@ -416,13 +418,12 @@ class MoveToConfiguration(Skill):
         # heading runs up to sqrt(2) faster than one vector at one axis' limit), and the yaw turning on its own
         # trapezoid at full speed, so that the heading the move ends at is the one its budget soon holds for.
         independent = tools.base_index[2:3] if base_frame_budget else ()
-        # ``base_speed_fraction``: the base's joints at this fraction of their limits instead of ``speed_fraction``,
-        # for a move whose hand must keep to its line while the base carries it (the last centimetres to a grasp
-        # the arm alone does not reach: the arm, stretched, sways with the base's acceleration).
-        if base_speed_fraction is not None:
-            fractions = np.full(len(tools.model.joint_names), float(speed_fraction))
-            fractions[tools.base_index] = base_speed_fraction
-            speed_fraction = fractions
+        # ``base_speed_fraction``: the base's joints at this fraction of their limits instead of ``speed_fraction``, for
+        # a move whose hand must keep to its line while the base carries it (the last centimetres to a grasp the arm
+        # alone does not reach: the arm, stretched, sways with the base's acceleration). With ``slow_base_key``, only
+        # while the blackboard's value under that key is true (PlanGrasp's ``grasp_arm_stretched``).
+        self.speed_fraction, self.base_speed_fraction = speed_fraction, base_speed_fraction
+        self.slow_base_key = slow_base_key
         self.reference = JointReference(tools, speed_fraction, base_frame_budget=base_frame_budget,
                                         independent=independent)
 
@@ -456,6 +457,8 @@ class MoveToConfiguration(Skill):
         if within and angle_error < self.angle_tolerance_rad and base_error < self.base_tolerance_m:
             return Status.SUCCESS
 
+        if not self.reference.following:
+            self.reference.speed_fraction = self._speed_fractions(q_target)
         qvel, arrived = self.reference.follow(q_target, obs, self.bb)
 
         if self.progress.stalled(position_error + 0.2 * angle_error, arrived):
@@ -481,6 +484,14 @@ class MoveToConfiguration(Skill):
                 gripper = "close"
         self.send(qvel, gripper)
         return Status.RUNNING
+
+    def _speed_fractions(self, q_target: np.ndarray) -> float | np.ndarray:
+        """The move's speed fraction: one for all joints, or the base's own (``base_speed_fraction``)."""
+        if self.base_speed_fraction is None or (self.slow_base_key and not self.bb.get(self.slow_base_key)):
+            return self.speed_fraction
+        fractions = np.full(len(q_target), float(self.speed_fraction))
+        fractions[self.tools.base_index] = self.base_speed_fraction
+        return fractions
 
 
 class OperateGripper(Skill):

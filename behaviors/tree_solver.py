@@ -132,6 +132,7 @@ class TreeSolver:
             "q_pregrasp": None, "X_WG_pregrasp": None, "q_grasp": None, "X_WG_grasp": None, "q_hold": None,
             "tick": -1, "reference": None, "grasp_tolerance_G": None, "hinge": None, "arm_path": None,
             "clamped_gap_m": None, "segmentation_error": None, "close_started": None,
+            "grasp_arm_stretched": False,
             "state_history": StateHistory(),  # the robot's states by stamp (behaviors/state_history.py)
             **self.extra_blackboard,
         }

@@ -113,24 +113,38 @@ def test_a_grasp_the_arm_reaches_only_by_folding_over_is_reached_with_the_base(d
     assert not PlanGrasp("plan grasp", tools)._folds_over(q_pre, arm_only.q)  # the drawer's default: no check
 
 
-def test_the_base_moves_at_its_own_speed_fraction(drawer_model):
-    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/door_base_speed_{time.monotonic_ns()}")
-    q_target = np.zeros(len(drawer_model.joint_names))
-    q_target[tools.base_index[0]] = 0.3
-    q_target[tools.arm_index[0]] = 0.3
-    peaks = {}
-    for base_fraction in (None, 0.3):
-        node = MoveToConfiguration("move to grasp", tools, "q", "X", speed_fraction=0.7,
-                                   base_speed_fraction=base_fraction)
-        reference, obs = node.reference, _observe(drawer_model, tools, [0.0, 0.0, 0.0])
-        feed_forward = []
-        for _ in range(200):
-            reference.advance(q_target, obs)
-            feed_forward.append(reference.ff.copy())
-        peaks[base_fraction] = np.max(np.abs(feed_forward), axis=0)
+def _peak_speeds(model, base_fraction, arm_stretched):
+    """Peak reference speeds per joint of a move to a grasp 0.3 m ahead of the base (x) and 0.3 rad of joint 1."""
+    tools = make_tools(ToolsSpec(model), namespace=f"/door_base_speed_{time.monotonic_ns()}")
+    bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("observation", "command", "tick", "reference", "q_grasp", "X_WG_grasp", "grasp_arm_stretched"):
+        bb.register_key(key, access=Access.WRITE)
+    bb.command, bb.tick, bb.reference = None, 0, None
+    bb.q_grasp = np.zeros(len(model.joint_names))
+    bb.q_grasp[tools.base_index[0]] = 0.3
+    bb.q_grasp[tools.arm_index[0]] = 0.3
+    bb.grasp_arm_stretched = arm_stretched
+    bb.X_WG_grasp = np.eye(4)
+    bb.X_WG_grasp[:3, 3] = (5.0, 0.0, 0.0)  # far from the tool centre: the move never succeeds here
+    node = MoveToConfiguration("move to grasp", tools, "q_grasp", "X_WG_grasp", speed_fraction=0.7,
+                               base_speed_fraction=base_fraction, slow_base_key="grasp_arm_stretched")
+    feed_forward = []
+    for _ in range(150):  # the robot stands still; the reference runs on
+        bb.tick += 1
+        bb.observation = _observe(model, tools, [0.0, 0.0, 0.0])
+        node.tick_once()
+        feed_forward.append(bb.reference[2].copy())
+    return tools, np.max(np.abs(feed_forward), axis=0)
+
+
+def test_the_base_moves_at_its_own_speed_fraction_when_the_arm_is_stretched(drawer_model):
     limits = drawer_model.velocity_limits
+    tools, full = _peak_speeds(drawer_model, None, True)
     x, joint1 = tools.base_index[0], tools.arm_index[0]
-    assert peaks[None][x] == pytest.approx(0.7 * limits[x], rel=0.02)
-    assert peaks[0.3][x] == pytest.approx(0.3 * limits[x], rel=0.02)
-    # All joints still arrive together: the arm slows to the base's pace.
-    assert peaks[0.3][joint1] < peaks[None][joint1]
+    assert full[x] == pytest.approx(0.7 * limits[x], rel=0.02)
+    _, slow = _peak_speeds(drawer_model, 0.3, True)  # PlanGrasp found the arm stretched at the pregrasp
+    assert slow[x] == pytest.approx(0.3 * limits[x], rel=0.02)
+    assert slow[joint1] < full[joint1]  # all joints still arrive together: the arm slows to the base's pace
+    # A grasp the base takes part in for another reason (the arm alone found no solution): full speed.
+    _, same = _peak_speeds(drawer_model, 0.3, False)
+    assert same[x] == pytest.approx(full[x], rel=1e-6)

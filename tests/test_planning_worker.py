@@ -119,7 +119,7 @@ def test_the_process_plan_equals_the_plan_in_the_tick_for_a_fixed_snapshot():
     assert job.join(WAIT_S)
     remote = job.result()
     assert remote[0] == inline[0] == "grasp"
-    for a, b in zip(remote[1][1:], inline[1][1:]):  # X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp
+    for a, b in zip(remote[1][1:], inline[1][1:]):  # X_WG, X_WP, tolerance_G, q_pregrasp, q_grasp, stretched
         np.testing.assert_allclose(a, b, atol=1e-9)
     assert remote[1][0].width_m == inline[1][0].width_m
 
