@@ -56,6 +56,7 @@ PRESHAPE_MARGIN_M = 0.02
 # - DOOR_BASE_FRAME_BUDGET: that move budgets the base per axis of its own frame, the yaw on its own trapezoid.
 # Together with the swing's diagonal heading (door_nodes): the gripper closed at step 90 instead of 108 (median).
 DOOR_CLOSE_WITHIN_M = 0.012
+DOOR_PREGRASP_DISTANCE_M = 0.10  # the door's pregrasp, this far back from the grasp along its approach
 DOOR_REACH_TIME_WEIGHT = 20.0
 DOOR_BASE_FRAME_BUDGET = True
 # The grasp is reached from the pregrasp by the arm alone unless that turns an arm joint by more than this (rad): a
@@ -92,7 +93,7 @@ def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 15
         *hinge,
         # A door's handle stands out from a flat front with nothing to sweep into: a shorter final approach.
         PlanGrasp("plan grasp", tools, base_keep_out_m=BASE_CLEARANCE_M if door else None,
-                  pregrasp_distance_m=0.10 if door else 0.15, hook_knobs=door,
+                  pregrasp_distance_m=DOOR_PREGRASP_DISTANCE_M if door else 0.15, hook_knobs=door,
                   reach_time_weight=DOOR_REACH_TIME_WEIGHT if door else 0.0,
                   max_approach_arm_rad=DOOR_MAX_APPROACH_ARM_RAD if door else None),
         # Aligned with the approach line before going in (a finger sliding sideways knocks a knob), but not
