@@ -31,7 +31,7 @@ from handleit.types import Grasp, Observation
 from .background import BackgroundPlanning
 from .camera_correction import HAND_OFFSET_MIN_M, camera_offset_at_tool
 from .cloud_stall import CloudStallTracker
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, finger_gap_m, wrist_roll_starts
+from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools, finger_gap_m, wrist_roll_starts
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
 MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable front plane
@@ -199,6 +199,13 @@ class WaitForHandle(Skill):
         return Status.SUCCESS if handle.ready else Status.RUNNING
 
 
+def largest_arm_turn_rad(tools: Tools, q_from: np.ndarray, q_to: np.ndarray) -> float:
+    """The largest turn (rad) of any of the tree's arm joints between two postures (the model's joint order): a
+    joint-space move that turns one far takes the hand far off the straight line between its two poses."""
+    arm = tools.arm_index
+    return float(np.max(np.abs(q_to[arm] - q_from[arm])))
+
+
 class PlanGrasp(BackgroundPlanning, Skill):
     """Predict grasps on the merged handle points, then find, in rank order (offset by the attempt number),
     the first whose pregrasp and grasp poses whole-body IK can reach. FAILURE when none is reachable.
@@ -229,8 +236,7 @@ class PlanGrasp(BackgroundPlanning, Skill):
         ``max_approach_arm_rad``: the hand would sweep far off the approach line on its way in."""
         if self.max_approach_arm_rad is None:
             return False
-        arm = self.tools.arm_index
-        return float(np.max(np.abs(q_to[arm] - q_from[arm]))) > self.max_approach_arm_rad
+        return largest_arm_turn_rad(self.tools, q_from, q_to) > self.max_approach_arm_rad
 
     def snapshot(self) -> dict:
         """What planning reads, copied: Perceive keeps merging handle points while a background plan runs."""
@@ -426,7 +432,7 @@ class RefineGrasp(BackgroundPlanning, Skill):
             ik = tools.ik.solve(seed, {tools.side: X_WG}, fixed_joints=fixed)
             if not ik.success:
                 continue
-            arm_jump = float(np.max(np.abs(ik.q[tools.arm_index] - q_planned[tools.arm_index])))
+            arm_jump = largest_arm_turn_rad(tools, q_planned, ik.q)
             base_move = float(np.linalg.norm(ik.q[tools.base_index[:2]] - q_planned[tools.base_index[:2]]))
             if arm_jump <= REFINE_MAX_ARM_JUMP_RAD and base_move <= REFINE_MAX_BASE_MOVE_M:
                 return ik, ""
