@@ -81,10 +81,10 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
     lines = [f"real time: {perturb}", "",
              "| task | episodes | lockstep | real time | tick median / p99 / max, wall ms | same on the simulated "
              "clock, ms | solver ticks while planning, wall ms (n) | other solver ticks, wall ms | plans, wall ms "
-             "(n) | overruns of 10 ms | ticks over the wall budget (40 ms at rtf 0.25): n, wall ms = CPU + run queue + other (GIL, pipes) | ticks per step | factor reached | slips | watchdog stops | stale ticks | "
-             "errors |",
+             "(n) | overruns of 10 ms | ticks over the wall budget (40 ms at rtf 0.25): n, wall ms = CPU + run queue + other (GIL, pipes) | garbage collector: collections (full), ticks it paused > 1 ms, longest pause ms | "
+             "ticks per step | factor reached | slips | watchdog stops | stale ticks | errors |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-             "---: | ---: | ---: |"]
+             "---: | ---: | ---: | ---: |"]
     for task, by_perturb in sorted(runs.items()):
         lock, real = by_perturb.get("", {}), by_perturb.get(perturb, {})
         shared = sorted(set(lock) & set(real))
@@ -126,6 +126,13 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
                 f"run queue {np.sum(long_queue):.0f} + other {np.sum(long_wall) - np.sum(long_cpu) - np.sum(long_queue):.0f}"
                 if not np.isnan(long_queue).any() else f"waiting {np.sum(long_wall) - np.sum(long_cpu):.0f}")
             + f" (longest {max(long_wall):.0f})")
+        # Python's garbage collector in the tree's process (handleit.harness.gc_pauses; records from before it
+        # was measured have no tick_gc_ms)
+        gc_ms = np.concatenate([np.asarray(d.get("tick_gc_ms", []), float) for d in rts] + [np.zeros(0)])
+        gc_text = "-" if not any("tick_gc_ms" in d for d in rts) else (
+            f"{sum(sum(d.get('gc_collections', [0, 0, 0])) for d in rts)} "
+            f"({sum(d.get('gc_collections', [0, 0, 0])[2] for d in rts)}), {int((gc_ms > 1.0).sum())}, "
+            f"{max((1e3 * d.get('gc_longest_s', 0.0) for d in rts), default=0.0):.1f}")
         steps = sum(d.get("sim_steps", 0) for d in rts)
         factors = [d["real_time_factor"] for d in rts if "real_time_factor" in d]
 
@@ -138,7 +145,8 @@ def table(records: list[EpisodeRecord], perturb: str) -> str:
             f"{stats(solver_ms[planning])} ({int(planning.sum())}) | {stats(solver_ms[~planning])} | "
             f"{stats(plans_ms)} ({len(plans_ms)}) | "
             f"{overruns} ({overruns / max(n_ticks, 1):.1%}{f'; {short} by short ticks' if known else ''}) | "
-            f"{long_text if any('tick_cpu_ms' in d for d in rts) else '-'} | {n_ticks / max(steps, 1):.2f} | "
+            f"{long_text if any('tick_cpu_ms' in d for d in rts) else '-'} | {gc_text} | "
+            f"{n_ticks / max(steps, 1):.2f} | "
             f"{min(factors, default=float('nan')):.2f}-{max(factors, default=float('nan')):.2f} | "
             f"{sum(d.get('slips', 0) for d in rts)} | {sum(d.get('watchdog_stops', 0) for d in rts)} | "
             f"{sum(d.get('stale_ticks', 0) for d in rts)} | {sum(real[k].error is not None for k in shared)} |")

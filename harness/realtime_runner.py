@@ -10,7 +10,9 @@ base drivers (a ``cmd_vel`` timeout stops the base):
   (a tick that hangs in planning), when the sensors stop, or when the robot reports its link down;
 - an exception from the robot or the solver commands zero velocity and ends the run with the error.
 
-Per-tick wall times are recorded (median, p99, max) and overruns of the control period counted.
+Per-tick wall times are recorded (median, p99, max) and overruns of the control period counted. The heap the
+run starts with is frozen out of Python's garbage collector for the run, and the collector's pauses are recorded
+per tick (handleit.harness.gc_pauses).
 
 A robot may offer, beyond :class:`~handleit.types.RobotInterface`:
 ``sensor_stamps_s() -> {stream: stamp of its newest message, s on the runner's clock}``, ``link_ok() -> (bool,
@@ -20,6 +22,7 @@ reason)``, and ``now_s()`` (the robot's clock: a simulator's ``/clock``); withou
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -32,6 +35,7 @@ import numpy as np
 from handleit.control.actions import saturated_velocity
 from handleit.control.latency import predicted_joint_positions
 from handleit.planning.whole_body_ik import WholeBodyIK
+from handleit.harness.gc_pauses import GC_MODES, GcPauses, frozen_heap
 from handleit.harness.realtime_priority import request_realtime, restore_normal
 from handleit.types import Command, Observation, RobotInterface, RobotState
 
@@ -87,6 +91,13 @@ class RunReport:
     error: str | None = None  # what ended the run, if it did not end normally
     stop_reason: str = ""
     scheduling: str = "SCHED_OTHER"  # the tick thread's policy (handleit.harness.realtime_priority)
+    # Python's garbage collector (handleit.harness.gc_pauses): per tick, the seconds it held this process during
+    # the tick; collections per generation during the run; the mode, and the objects frozen at the start.
+    tick_gc_s: list[float] = field(default_factory=list)
+    gc_collections: list[int] = field(default_factory=lambda: [0, 0, 0])
+    gc_longest_s: float = 0.0
+    gc_mode: str = "freeze"
+    gc_frozen_objects: int = 0
 
     def prediction_error_stats(self) -> dict[str, list[float]]:
         """Per joint (``joints``: their names), the median, p95 and max of ``prediction_errors`` (m or rad), and
@@ -108,7 +119,9 @@ class RunReport:
                 "solver_p99_s": float(np.percentile(s, 99)), "solver_max_s": float(s.max()),
                 "overruns": self.overruns, "overrun_share": self.overruns / max(self.ticks, 1),
                 "stale_ticks": self.stale_ticks, "watchdog_stops": len(self.watchdog_stops),
-                "scheduling": self.scheduling}
+                "scheduling": self.scheduling, "gc_mode": self.gc_mode, "gc_frozen_objects": self.gc_frozen_objects,
+                "gc_collections": list(self.gc_collections), "gc_longest_s": self.gc_longest_s,
+                "tick_gc_max_s": max(self.tick_gc_s, default=0.0)}
 
 
 class RealtimeRunner:
@@ -126,18 +139,24 @@ class RealtimeRunner:
             it, as a robot's control loop runs (handleit.harness.realtime_priority); None: the default policy.
             Where the permission is missing the run goes on at the default policy, with a warning, and
             ``report.scheduling`` says why.
+        gc_mode: ``"freeze"`` (default): the objects alive when the run starts are frozen out of the garbage
+            collector's reach for the run (handleit.harness.gc_pauses: a full collection of a tree process's heap
+            takes hundreds of ms); ``"auto"``: Python's collector as it is. Either way the collector's pauses per
+            tick are recorded (``report.tick_gc_s``).
     """
 
     def __init__(self, robot: RobotInterface, solver, *, rate_hz: float = 100.0, clock=None,
                  max_age_s: float | dict[str, float] | None = None, watchdog_timeout_s: float = 0.25,
-                 compensate_latency: bool = True, rt_priority: int | None = None):
+                 compensate_latency: bool = True, rt_priority: int | None = None, gc_mode: str = "freeze"):
         if rate_hz <= 0 or watchdog_timeout_s <= 0:
             raise ValueError(f"rate_hz ({rate_hz}) and watchdog_timeout_s ({watchdog_timeout_s}) must be > 0")
         if rt_priority is not None and (isinstance(rt_priority, bool) or not isinstance(rt_priority, int)
                                         or not 1 <= rt_priority <= 98):
             raise ValueError(f"rt_priority must be an integer in 1-98 (the watchdog runs one above), got "
                              f"{rt_priority!r}")
-        self.rt_priority = rt_priority
+        if gc_mode not in GC_MODES:
+            raise ValueError(f"gc_mode must be one of {GC_MODES}, got {gc_mode!r}")
+        self.rt_priority, self.gc_mode = rt_priority, gc_mode
         self.robot, self.solver = robot, solver
         self.period_s = 1.0 / rate_hz
         if clock is None:
@@ -154,7 +173,8 @@ class RealtimeRunner:
         self._predictions: dict[float, np.ndarray] = {}  # the moment predicted to -> the joints predicted there
         # Forward kinematics for the predicted tool poses (built before the clock runs; one per robot description)
         self._kinematics = _kinematics_of(getattr(robot, "model", None)) if compensate_latency else None
-        self.report = RunReport(joint_names=tuple(getattr(getattr(robot, "model", None), "joint_names", ())))
+        self.report = RunReport(joint_names=tuple(getattr(getattr(robot, "model", None), "joint_names", ())),
+                                gc_mode=gc_mode)
         self._lock = threading.Lock()  # guards the heartbeat and the stopped flag
         self._last_tick_wall = time.monotonic()
         self._stopped_by_watchdog = False
@@ -188,6 +208,10 @@ class RealtimeRunner:
         self._last_tick_wall = time.monotonic()
         if self.rt_priority is not None:
             self.report.scheduling = request_realtime(self.rt_priority).describe()
+        # Frozen before the watchdog starts and unfrozen after it has stopped: the heap as the run found it.
+        collector = contextlib.ExitStack()
+        self.report.gc_frozen_objects = collector.enter_context(frozen_heap(self.gc_mode == "freeze"))
+        pauses = collector.enter_context(GcPauses())
         watchdog.start()
         reset = False
         t_next = self.clock.now_s()
@@ -205,6 +229,7 @@ class RealtimeRunner:
                     break
                 start, clock_start, cpu_start = time.perf_counter(), self.clock.now_s(), time.thread_time()
                 queued_start = _runqueue_wait_s()
+                gc_start = pauses.total_s()
                 observation = self.robot.observe()
                 stale = self.stale_reason(observation)
                 if stale is not None:
@@ -235,6 +260,7 @@ class RealtimeRunner:
                 elapsed = time.perf_counter() - start
                 self.report.tick_wall_s.append(elapsed)
                 self.report.tick_cpu_s.append(time.thread_time() - cpu_start)
+                self.report.tick_gc_s.append(pauses.total_s() - gc_start)
                 if queued_start is not None:
                     self.report.tick_runqueue_s.append(_runqueue_wait_s() - queued_start)
                 self.report.ticks += 1
@@ -259,6 +285,9 @@ class RealtimeRunner:
             self._safe_stop("run ended")
             if self.rt_priority is not None:
                 restore_normal()
+            self.report.gc_collections = list(pauses.collections)
+            self.report.gc_longest_s = pauses.longest_s
+            collector.close()
         return self.report
 
     def stop(self) -> None:

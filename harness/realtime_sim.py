@@ -27,7 +27,8 @@ only, never through :meth:`RealtimeSimRobot.observe`.
 
 ``--perturb`` keys (:func:`split_perturbation`): ``latency=0.1`` (sensor latency, s), ``command_latency=0.05``
 (s), ``camera_hz=15``, ``rtf=0.25``, ``planning=process|thread|inline`` (default ``process``; ``background`` is
-the old name of ``thread``); they mix with the env's sensor
+the old name of ``thread``), ``gc=freeze|auto`` (default ``freeze``: the tree process's heap frozen out of Python's
+garbage collector for the episode, handleit.harness.gc_pauses); they mix with the env's sensor
 keys (``depth_noise=...``), which ``envs/sensor_model.parse_perturbation`` reads. Any of them runs the episode
 through this robot.
 """
@@ -52,6 +53,7 @@ import numpy as np
 
 import handleit.envs
 from handleit.envs.sensor_model import SensorPerturbation, parse_perturbation
+from handleit.harness.gc_pauses import GC_MODES
 from handleit.harness.realtime_runner import DEFAULT_MAX_AGE_S, RealtimeRunner, zero_command
 from handleit.harness.sim_robot import SimRobot
 from handleit.harness.solvers import make_solver
@@ -69,7 +71,7 @@ START_TIMEOUT_S = 300.0  # wall s for the child to import SAPIEN, build the env 
 # issue 15, "Planning in another process").
 PLANNING_VALUES = ("process", "thread", "inline")
 DEFAULT_PLANNING = "process"
-REALTIME_KEYS = ("latency", "command_latency", "camera_hz", "rtf", "planning", "compensation")
+REALTIME_KEYS = ("latency", "command_latency", "camera_hz", "rtf", "planning", "compensation", "gc")
 _EPS_S = 1e-9  # simulated times are sums of 0.01 s steps: compare them with this tolerance
 
 
@@ -89,6 +91,8 @@ class RealtimeSettings:
     (in the tick, as in lockstep, to measure what that costs).
     ``compensate_latency``: the runner moves late joint states on by the commands sent since their stamp
     (handleit.control.latency); False (``compensation=off``) hands the tree the late state as it is.
+    ``gc``: Python's garbage collector in the tree's process (handleit.harness.gc_pauses): ``freeze`` the heap
+    the episode starts with, or ``auto`` (Python's default, to measure what freezing saves).
     """
 
     sensor_latency_s: float = 0.0
@@ -97,6 +101,7 @@ class RealtimeSettings:
     real_time_factor: float = DEFAULT_REAL_TIME_FACTOR
     planning: str = DEFAULT_PLANNING
     compensate_latency: bool = True
+    gc: str = "freeze"
 
     @property
     def background_planning(self) -> bool:
@@ -112,16 +117,19 @@ class RealtimeSettings:
             raise ValueError(f"RealtimeSettings.camera_hz must be in (0, 100], got {self.camera_hz!r}")
         if self.planning not in PLANNING_VALUES:
             raise ValueError(f"RealtimeSettings.planning must be one of {PLANNING_VALUES}, got {self.planning!r}")
+        if self.gc not in GC_MODES:
+            raise ValueError(f"RealtimeSettings.gc must be one of {GC_MODES}, got {self.gc!r}")
         if not _finite_real(self.real_time_factor) or not 0 < self.real_time_factor <= 10:
             raise ValueError(f"RealtimeSettings.real_time_factor must be in (0, 10], got {self.real_time_factor!r}")
 
     def describe(self) -> str:
-        """The canonical text: every key, fixed order, ``planning`` only when not the default (process)
-        (``split_perturbation(s.describe())[0] == s``)."""
+        """The canonical text: every key, fixed order, ``planning``, ``compensation`` and ``gc`` only when not
+        their defaults (``split_perturbation(s.describe())[0] == s``)."""
         return (f"latency={_num(self.sensor_latency_s)},command_latency={_num(self.command_latency_s)},"
                 f"camera_hz={_num(self.camera_hz)},rtf={_num(self.real_time_factor)}"
                 + ("" if self.planning == DEFAULT_PLANNING else f",planning={self.planning}")
-                + ("" if self.compensate_latency else ",compensation=off"))
+                + ("" if self.compensate_latency else ",compensation=off")
+                + ("" if self.gc == "freeze" else f",gc={self.gc}"))
 
     def __str__(self) -> str:
         return self.describe()
@@ -129,7 +137,7 @@ class RealtimeSettings:
 
 _FIELD_OF_KEY = {"latency": "sensor_latency_s", "command_latency": "command_latency_s", "camera_hz": "camera_hz",
                  "rtf": "real_time_factor", "planning": "planning",
-                 "compensation": "compensate_latency"}
+                 "compensation": "compensate_latency", "gc": "gc"}
 
 
 def split_perturbation(text: str | None) -> tuple[RealtimeSettings | None, str]:
@@ -169,6 +177,10 @@ def _parse_value(key: str, value: str, token: str) -> float | bool | str:
         if value.lower() not in ("on", "off"):
             raise ValueError(f"real-time perturbation token {token!r}: compensation is 'on' or 'off'")
         return value.lower() == "on"
+    if key == "gc":
+        if value.lower() not in GC_MODES:
+            raise ValueError(f"real-time perturbation token {token!r}: gc is one of {', '.join(GC_MODES)}")
+        return value.lower()
     if key == "planning":
         value = {"background": "thread"}.get(value.lower(), value.lower())  # the old name of thread
         if value not in PLANNING_VALUES:
@@ -790,8 +802,10 @@ class RealtimeEpisodes:
 
     def robot(self, spec, settings: RealtimeSettings, sensor_perturbation: SensorPerturbation | None,
               sim_masks: bool, target_marker_rgb) -> RealtimeSimRobot:
-        # Where the tree plans is no matter of the robot's: one robot process serves every planning mode.
-        key = (spec.task, spec.split, spec.max_steps, dataclasses.replace(settings, planning=DEFAULT_PLANNING),
+        # Where the tree plans, and its garbage collector, are no matter of the robot's: one robot process serves
+        # every planning and gc mode.
+        robot_settings = dataclasses.replace(settings, planning=DEFAULT_PLANNING, gc="freeze")
+        key = (spec.task, spec.split, spec.max_steps, robot_settings,
                sensor_perturbation, sim_masks,
                None if target_marker_rgb is None else tuple(target_marker_rgb))
         robot = self._robots.pop(key, None)
@@ -830,7 +844,7 @@ class RealtimeEpisodes:
             tracked = TrackedSolver(solver)
             runner = RealtimeRunner(robot, tracked, rate_hz=1.0 / robot.model.control_dt_s,
                                     max_age_s=runner_max_age_s(settings), watchdog_timeout_s=self.watchdog_timeout_s,
-                                    compensate_latency=settings.compensate_latency)
+                                    compensate_latency=settings.compensate_latency, gc_mode=settings.gc)
             robot.start()
             report = runner.run(until=robot.episode_over)
             if not robot.episode_over():  # the runner stopped first (an error): end the episode there
@@ -884,6 +898,7 @@ def realtime_diagnostics(settings: RealtimeSettings, report, result: dict[str, A
         "tick_wall_ms": [round(1e3 * t, 2) for t in report.tick_wall_s],
         "tick_cpu_ms": [round(1e3 * t, 2) for t in report.tick_cpu_s],
         "tick_runqueue_ms": [round(1e3 * t, 2) for t in report.tick_runqueue_s],
+        "tick_gc_ms": [round(1e3 * t, 2) for t in report.tick_gc_s],  # the garbage collector's pause in each tick
         # per overrun: tick index, its wall ms, the simulated ms the robot's clock advanced during it
         "overrun_ticks": [[i, round(1e3 * wall, 2), round(1e3 * advance, 2)] for i, wall, advance in report.overrun_ticks],
         "solver_wall_ms": [round(1e3 * t, 2) for t in report.solver_wall_s],
