@@ -121,7 +121,7 @@ def grasp_steps(tools: Tools, door: bool = False, handle_timeout_steps: int = 15
             preshape_margin_m=PRESHAPE_MARGIN_M if door else None,
             close_within_m=DOOR_CLOSE_WITHIN_M if door else None,
             base_speed_fraction=DOOR_GRASP_BASE_SPEED_FRACTION if door else None,
-            slow_base_key="grasp_arm_stretched" if door else None), 120, tools),
+            slow_base_key="grasp_arm_stretched" if door else None, fail_on_squeeze=door), 120, tools),
         OperateGripper("close gripper", tools, "close"),
         GraspIsHolding("grasp holds?", tools),
     ]

@@ -143,6 +143,10 @@ RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg bas
 # The mobile base's velocity lags its command by about this much (s): the velocity drive's damping (1000 N s/m)
 # on the ~40 kg it moves; seen as a 4-step delay of the measured velocity behind a decelerating command.
 BASE_VELOCITY_LAG_S = 0.04
+# MoveToConfiguration's preshaped fingers pushed this much narrower than their preshape (m): on the handle, not
+# around it.
+PRESHAPE_SQUEEZE_M = 0.008
+SQUEEZE_NEAR_M = 0.08  # ... checked this close to the grasp (the tool centre's distance to its goal)
 # Extra IK starts: the wrist (the arm's last joint) rolled by these angles from the current posture. SNOPT is
 # local: a goal that needs a large wrist roll is found from a start with the wrist already rolled. The handle
 # trees use all three; the pick trees the quarter turns only (pick_nodes.PICK_WRIST_ROLLS_RAD).
@@ -393,7 +397,7 @@ class MoveToConfiguration(Skill):
                  tolerance_key: str | None = None, preshape_margin_m: float | None = None,
                  gripper_key: str | None = None, base_frame_budget: bool = False,
                  close_within_m: float | None = None, base_speed_fraction: float | None = None,
-                 slow_base_key: str | None = None):
+                 slow_base_key: str | None = None, fail_on_squeeze: bool = False):
         reads = ("observation", "tick", target_key, pose_key) + ((tolerance_key,) if tolerance_key else ())
         reads += (gripper_key,) if gripper_key else ()
         reads += (slow_base_key,) if slow_base_key else ()
@@ -414,6 +418,14 @@ class MoveToConfiguration(Skill):
         # up to 0.4 m/s, pushed doors open during the close and let 2 of 4 traced handles slip out mid-swing.)
         # The fingers at that moment go to the blackboard's ``close_started``, for the OperateGripper that follows.
         self.close_within_m = close_within_m
+        # Fingers that stood at their preshape during this move and are then pushed this much narrower than it are
+        # on the handle, not around it (a jaw on its end, or on a mount wider than the handle seen): the move fails
+        # at once, and the retry backs off and comes in wide open, instead of the hand stalling there for the
+        # progress watch's patience (15-40 steps on train doors 30 and 38).
+        # ``fail_on_squeeze`` (with ``preshape_margin_m``): the move to a grasp only, within SQUEEZE_NEAR_M of it,
+        # where a jaw can meet the handle (on the move to the pregrasp the hand's swings alone pushed the fingers
+        # 8 mm together, on 10 of 58 doors).
+        self.fail_on_squeeze = fail_on_squeeze and preshape_margin_m is not None
         # ``base_frame_budget``: the base's x/y limits budgeted per axis of its own frame (a move diagonal to the
         # heading runs up to sqrt(2) faster than one vector at one axis' limit), and the yaw turning on its own
         # trapezoid at full speed, so that the heading the move ends at is the one its budget soon holds for.
@@ -432,6 +444,7 @@ class MoveToConfiguration(Skill):
         self.reference.restart()
         if self.close_within_m is not None:
             self.bb.close_started = None
+        self.widest_opening_m = 0.0
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -473,6 +486,14 @@ class MoveToConfiguration(Skill):
         gripper = self.gripper
         if self.preshape_margin_m is not None and self.bb.grasp is not None and not self.bb.attempt:
             gripper = min(self.bb.grasp.width_m + self.preshape_margin_m, tools.model.gripper_max_opening_m)
+            opening_m = finger_gap_m(obs, tools)
+            self.widest_opening_m = max(self.widest_opening_m, opening_m)
+            closing = self.close_within_m is not None and self.bb.close_started is not None  # told to close
+            if (self.fail_on_squeeze and not closing and position_error < SQUEEZE_NEAR_M
+                    and self.widest_opening_m > gripper - PRESHAPE_SQUEEZE_M / 2
+                    and opening_m < gripper - PRESHAPE_SQUEEZE_M):
+                return self.fail(f"fingers squeezed on the way, {1000 * opening_m:.0f} mm apart, told "
+                                 f"{1000 * gripper:.0f}: {self.feedback_message}")
         if self.gripper_key and self.bb.get(self.gripper_key) is not None:
             gripper = self.bb.get(self.gripper_key)
         if self.close_within_m is not None:

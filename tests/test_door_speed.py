@@ -1,11 +1,13 @@
 """The door tree's quicker pieces (issue 17): the fingers closing on the move's last centimetre, the base's
-heading during the swing turned diagonal to its way round the hinge, and a low handle's grasp reached with the
-base's help instead of by an arm folding over."""
+heading during the swing turned diagonal to its way round the hinge, a low handle's grasp reached with the
+base's help instead of by an arm folding over, and a move whose preshaped fingers land on the handle ended at
+once."""
 
 from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import py_trees
@@ -148,3 +150,44 @@ def test_the_base_moves_at_its_own_speed_fraction_when_the_arm_is_stretched(draw
     # A grasp the base takes part in for another reason (the arm alone found no solution): full speed.
     _, same = _peak_speeds(drawer_model, 0.3, False)
     assert same[x] == pytest.approx(full[x], rel=1e-6)
+
+
+def test_preshaped_fingers_squeezed_on_the_way_fail_the_move_at_once(drawer_model):
+    """A jaw on the handle instead of around it pushes the preshaped fingers together: the move fails at once (the
+    retry backs off and comes in wide open) instead of stalling there; fingers only opening up to their preshape,
+    closing to it from wide open, or a few millimetres of give, do not count."""
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/door_squeeze_{time.monotonic_ns()}")
+    bb = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("observation", "command", "tick", "reference", "q_grasp", "X_WG_grasp", "grasp", "attempt"):
+        bb.register_key(key, access=Access.WRITE)
+    bb.command, bb.tick, bb.reference, bb.attempt = None, 0, None, 0
+    bb.grasp = SimpleNamespace(width_m=0.05)  # preshape: 0.05 + 0.02
+    bb.X_WG_grasp, bb.q_grasp = np.eye(4), np.zeros(len(drawer_model.joint_names))
+    node = MoveToConfiguration("move to grasp", tools, "q_grasp", "X_WG_grasp", preshape_margin_m=0.02,
+                               fail_on_squeeze=True)
+
+    def tick(opening_m, depth_m):
+        bb.tick += 1
+        obs = _observe(drawer_model, tools, [0.0, 0.0, -depth_m])
+        obs.qpos[tools.finger_indices[tools.side]] = opening_m / 2
+        bb.observation = obs
+        node.tick_once()
+        return node.status
+
+    # opening from 44 mm to the 70 mm preshape, then 4 mm of give: running, the preshape commanded
+    for opening_m, depth_m in ((0.044, 0.09), (0.06, 0.08), (0.07, 0.07), (0.066, 0.06)):
+        assert tick(opening_m, depth_m) == py_trees.common.Status.RUNNING
+        assert bb.command.gripper[tools.side] == pytest.approx(0.07)
+    # pushed to 55 mm, 15 mm narrower than the widest: FAILURE, saying why
+    assert tick(0.055, 0.05) == py_trees.common.Status.FAILURE
+    assert "fingers squeezed" in node.feedback_message
+    # fingers wide open after a planned path (80 mm) closing to the preshape: not squeezed
+    node.initialise()
+    for opening_m in (0.08, 0.07, 0.065):
+        assert tick(opening_m, 0.05) == py_trees.common.Status.RUNNING
+    # a retry comes in wide open: no preshape, so no squeeze check
+    bb.attempt = 1
+    node.initialise()
+    for opening_m in (0.08, 0.05):
+        assert tick(opening_m, 0.05) == py_trees.common.Status.RUNNING
+        assert bb.command.gripper[tools.side] == "open"
