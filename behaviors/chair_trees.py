@@ -41,7 +41,14 @@ from __future__ import annotations
 import py_trees
 from py_trees.common import ParallelPolicy
 
-from .bimanual_nodes import GrippersHolding, MoveBaseHolding, MoveBothArms, ReleaseAndBackOff, move_while_planning
+from .bimanual_nodes import (
+    HELD_RAMP_S,
+    GrippersHolding,
+    MoveBaseHolding,
+    MoveBothArms,
+    ReleaseAndBackOff,
+    move_while_planning,
+)
 from .camera_correction import CorrectHoldForCameras
 from .chair_nodes import (
     HOLD_IK_WEIGHTS,
@@ -64,6 +71,9 @@ MAX_ATTEMPTS = 3
 # quicker (median).
 LOWERED_TOLERANCE_M = 0.025
 MAX_NUDGES = 6
+# The push's ramp from rest to full speed and back (s): the held moves' 0.3 s. Shorter ramps were slower and failed
+# more (lockstep, train seeds 0-19: 0.2 s 16/20, 0.15 s 14/20, against 19/20; docs/benchmarks.md, issue 15).
+PUSH_RAMP_S = HELD_RAMP_S
 CHAIR_BLACKBOARD = {"target_xy_W": (0.0, 0.0), "chair_center_W": None, "backrest": None, "push_offset_W": None,
                     "backrest_top_z_m": None, "preshape_opening_m": None, "holding": False,
                     "center_in_hands_H": None, "last_sure_center_W": None}
@@ -81,7 +91,8 @@ def create_push_chair_tree(tools: Tools) -> py_trees.behaviour.Behaviour:
     push_and_nudge = py_trees.composites.Sequence("push and nudge", memory=True, children=[
         PlanPush("plan push", tools, stop_short_m=PUSH_STOP_SHORT_M),
         StepTimeout("push in time?", MoveBaseHolding("push to target", tools, "push_offset_W",
-                                                     speed_fraction=PUSH_SPEED_FRACTION), 400, tools),
+                                                     speed_fraction=PUSH_SPEED_FRACTION, ramp_s=PUSH_RAMP_S),
+                                                     400, tools),
         py_trees.decorators.Retry("nudge", centred_or_nudge, MAX_NUDGES),
     ])
     push = py_trees.composites.Parallel(
