@@ -3,6 +3,7 @@ worker process can unpickle their copies (it imports this module as ``tests.plan
 
 from __future__ import annotations
 
+import gc
 import time
 
 from py_trees.common import Access, Status
@@ -48,3 +49,10 @@ class DoubleOnTheStateOfItsCloud(DoubleOnACloudAtRest):
 
     def plan(self, snap):
         return 2 * snap["value"], snap["x"]
+
+
+class FreezeCountOfTheWorker(SleepThenDouble):
+    """Plans ``gc.get_freeze_count()`` where it plans: the objects frozen out of the garbage collector there."""
+
+    def plan(self, snap):
+        return gc.get_freeze_count()

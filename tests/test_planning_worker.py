@@ -27,7 +27,7 @@ from handleit.behaviors.state_history import StateHistory
 from handleit.harness.sim_robot import SimRobot, robot_model_of
 from handleit.types import Observation
 
-from .planning_nodes import DoubleOnACloudAtRest, DoubleOnTheStateOfItsCloud, SleepThenDouble
+from .planning_nodes import DoubleOnACloudAtRest, DoubleOnTheStateOfItsCloud, FreezeCountOfTheWorker, SleepThenDouble
 
 WAIT_S = 300.0  # generous: the first job waits for the worker's start and IK on a loaded 2-core machine
 
@@ -62,6 +62,20 @@ def test_a_process_plan_holds_still_then_applies_its_result(drawer_model):
     bb.value = 100  # the blackboard moves on; the worker plans on the snapshot
     assert _tick_until_done(node) == Status.SUCCESS
     assert bb.result == 2 and not node.planning() and len(node.plan_wall_s) == 1
+
+
+def test_the_worker_freezes_what_its_warm_up_built_out_of_the_garbage_collector(drawer_model):
+    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/worker_gc_{time.monotonic_ns()}", realtime=True,
+                       planning="process")
+    writer = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
+    for key in ("value", "sleep_s", "result", "command"):
+        writer.register_key(key, access=Access.WRITE)
+    writer.value, writer.sleep_s, writer.result, writer.command = 1, 0.0, None, None
+    node = FreezeCountOfTheWorker("freeze count", tools)
+    planning_worker().warm_up(tools.spec, [node], timeout_s=WAIT_S)
+    assert _tick_until_done(node) == Status.SUCCESS
+    # the toolkit and the robot's IK, imported and built by the warm-up: far more than a bare interpreter's objects
+    assert writer.result > 50_000
 
 
 def test_a_cancelled_job_drops_its_result_and_a_queued_one_is_skipped(drawer_model):
