@@ -32,14 +32,14 @@ from .planning_nodes import DoubleOnACloudAtRest, DoubleOnTheStateOfItsCloud, Fr
 WAIT_S = 300.0  # generous: the first job waits for the worker's start and IK on a loaded 2-core machine
 
 
-def _sleep_node(model):
+def _sleep_node(model, node_class=SleepThenDouble):
     tools = make_tools(ToolsSpec(model), namespace=f"/worker_test_{time.monotonic_ns()}", realtime=True,
                        planning="process")
     writer = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
     for key in ("value", "sleep_s", "result", "command"):
         writer.register_key(key, access=Access.WRITE)
     writer.value, writer.sleep_s, writer.result, writer.command = 1, 0.0, None, None
-    node = SleepThenDouble("sleep then double", tools)
+    node = node_class("sleep then double", tools)
     planning_worker().warm_up(tools.spec, [node], timeout_s=WAIT_S)
     return node, writer
 
@@ -65,14 +65,7 @@ def test_a_process_plan_holds_still_then_applies_its_result(drawer_model):
 
 
 def test_the_worker_freezes_what_its_warm_up_built_out_of_the_garbage_collector(drawer_model):
-    tools = make_tools(ToolsSpec(drawer_model), namespace=f"/worker_gc_{time.monotonic_ns()}", realtime=True,
-                       planning="process")
-    writer = py_trees.blackboard.Client(name="test", namespace=tools.namespace)
-    for key in ("value", "sleep_s", "result", "command"):
-        writer.register_key(key, access=Access.WRITE)
-    writer.value, writer.sleep_s, writer.result, writer.command = 1, 0.0, None, None
-    node = FreezeCountOfTheWorker("freeze count", tools)
-    planning_worker().warm_up(tools.spec, [node], timeout_s=WAIT_S)
+    node, writer = _sleep_node(drawer_model, FreezeCountOfTheWorker)
     assert _tick_until_done(node) == Status.SUCCESS
     # the toolkit and the robot's IK, imported and built by the warm-up: far more than a bare interpreter's objects
     assert writer.result > 50_000
