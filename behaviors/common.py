@@ -444,7 +444,7 @@ class MoveToConfiguration(Skill):
         self.reference.restart()
         if self.close_within_m is not None:
             self.bb.close_started = None
-        self.widest_opening_m = 0.0
+        self.preshape_reached = False  # the fingers have stood at their preshape during this move
 
     def update(self):
         obs: Observation = self.bb.observation
@@ -486,12 +486,8 @@ class MoveToConfiguration(Skill):
         gripper = self.gripper
         if self.preshape_margin_m is not None and self.bb.grasp is not None and not self.bb.attempt:
             gripper = min(self.bb.grasp.width_m + self.preshape_margin_m, tools.model.gripper_max_opening_m)
-            opening_m = finger_gap_m(obs, tools)
-            self.widest_opening_m = max(self.widest_opening_m, opening_m)
-            closing = self.close_within_m is not None and self.bb.close_started is not None  # told to close
-            if (self.fail_on_squeeze and not closing and position_error < SQUEEZE_NEAR_M
-                    and self.widest_opening_m > gripper - PRESHAPE_SQUEEZE_M / 2
-                    and opening_m < gripper - PRESHAPE_SQUEEZE_M):
+            if self.fail_on_squeeze and self._squeezed(obs, gripper, position_error):
+                opening_m = finger_gap_m(obs, tools)
                 return self.fail(f"fingers squeezed on the way, {1000 * opening_m:.0f} mm apart, told "
                                  f"{1000 * gripper:.0f}: {self.feedback_message}")
         if self.gripper_key and self.bb.get(self.gripper_key) is not None:
@@ -505,6 +501,15 @@ class MoveToConfiguration(Skill):
                 gripper = "close"
         self.send(qvel, gripper)
         return Status.RUNNING
+
+    def _squeezed(self, obs: Observation, preshape_m: float, position_error_m: float) -> bool:
+        """The preshaped fingers, once at their preshape, pushed PRESHAPE_SQUEEZE_M under it within SQUEEZE_NEAR_M of
+        the grasp, with no close begun (``fail_on_squeeze``)."""
+        opening_m = finger_gap_m(obs, self.tools)
+        self.preshape_reached |= opening_m > preshape_m - PRESHAPE_SQUEEZE_M / 2
+        closing = self.close_within_m is not None and self.bb.close_started is not None  # told to close
+        return (self.preshape_reached and not closing and position_error_m < SQUEEZE_NEAR_M
+                and opening_m < preshape_m - PRESHAPE_SQUEEZE_M)
 
     def _speed_fractions(self, q_target: np.ndarray) -> float | np.ndarray:
         """The move's speed fraction: one for all joints, or the base's own (``base_speed_fraction``)."""

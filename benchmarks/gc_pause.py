@@ -59,7 +59,6 @@ def main() -> None:
             frozen_ms = full_collection_ms(args.rounds)
         print(f"| {task} | {tracked:,} | {np.median(default):.1f} / {max(default):.1f} | "
               f"{np.median(frozen_ms):.2f} / {max(frozen_ms):.2f} | {frozen:,} |")
-        robot.close() if hasattr(robot, "close") else None
         del robot, solver, observation
         gc.collect()
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 
 GC_MODES = ("freeze", "auto")  # freeze: the heap at the loop's start frozen; auto: Python's default collector
+DEFAULT_GC_MODE = "freeze"
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ import numpy as np
 from handleit.control.actions import saturated_velocity
 from handleit.control.latency import predicted_joint_positions
 from handleit.planning.whole_body_ik import WholeBodyIK
-from handleit.harness.gc_pauses import GC_MODES, GcPauses, frozen_heap
+from handleit.harness.gc_pauses import DEFAULT_GC_MODE, GC_MODES, GcPauses, frozen_heap
 from handleit.harness.realtime_priority import request_realtime, restore_normal
 from handleit.types import Command, Observation, RobotInterface, RobotState
 
@@ -96,7 +96,7 @@ class RunReport:
     tick_gc_s: list[float] = field(default_factory=list)
     gc_collections: list[int] = field(default_factory=lambda: [0, 0, 0])
     gc_longest_s: float = 0.0
-    gc_mode: str = "freeze"
+    gc_mode: str = DEFAULT_GC_MODE
     gc_frozen_objects: int = 0
 
     def prediction_error_stats(self) -> dict[str, list[float]]:
@@ -147,7 +147,8 @@ class RealtimeRunner:
 
     def __init__(self, robot: RobotInterface, solver, *, rate_hz: float = 100.0, clock=None,
                  max_age_s: float | dict[str, float] | None = None, watchdog_timeout_s: float = 0.25,
-                 compensate_latency: bool = True, rt_priority: int | None = None, gc_mode: str = "freeze"):
+                 compensate_latency: bool = True, rt_priority: int | None = None,
+                 gc_mode: str = DEFAULT_GC_MODE):
         if rate_hz <= 0 or watchdog_timeout_s <= 0:
             raise ValueError(f"rate_hz ({rate_hz}) and watchdog_timeout_s ({watchdog_timeout_s}) must be > 0")
         if rt_priority is not None and (isinstance(rt_priority, bool) or not isinstance(rt_priority, int)

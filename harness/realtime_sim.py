@@ -53,7 +53,7 @@ import numpy as np
 
 import handleit.envs
 from handleit.envs.sensor_model import SensorPerturbation, parse_perturbation
-from handleit.harness.gc_pauses import GC_MODES
+from handleit.harness.gc_pauses import DEFAULT_GC_MODE, GC_MODES
 from handleit.harness.realtime_runner import DEFAULT_MAX_AGE_S, RealtimeRunner, zero_command
 from handleit.harness.sim_robot import SimRobot
 from handleit.harness.solvers import make_solver
@@ -101,7 +101,7 @@ class RealtimeSettings:
     real_time_factor: float = DEFAULT_REAL_TIME_FACTOR
     planning: str = DEFAULT_PLANNING
     compensate_latency: bool = True
-    gc: str = "freeze"
+    gc: str = DEFAULT_GC_MODE
 
     @property
     def background_planning(self) -> bool:
@@ -129,7 +129,7 @@ class RealtimeSettings:
                 f"camera_hz={_num(self.camera_hz)},rtf={_num(self.real_time_factor)}"
                 + ("" if self.planning == DEFAULT_PLANNING else f",planning={self.planning}")
                 + ("" if self.compensate_latency else ",compensation=off")
-                + ("" if self.gc == "freeze" else f",gc={self.gc}"))
+                + ("" if self.gc == DEFAULT_GC_MODE else f",gc={self.gc}"))
 
     def __str__(self) -> str:
         return self.describe()
@@ -804,7 +804,7 @@ class RealtimeEpisodes:
               sim_masks: bool, target_marker_rgb) -> RealtimeSimRobot:
         # Where the tree plans, and its garbage collector, are no matter of the robot's: one robot process serves
         # every planning and gc mode.
-        robot_settings = dataclasses.replace(settings, planning=DEFAULT_PLANNING, gc="freeze")
+        robot_settings = dataclasses.replace(settings, planning=DEFAULT_PLANNING, gc=DEFAULT_GC_MODE)
         key = (spec.task, spec.split, spec.max_steps, robot_settings,
                sensor_perturbation, sim_masks,
                None if target_marker_rgb is None else tuple(target_marker_rgb))

@@ -178,7 +178,7 @@ def test_preshaped_fingers_squeezed_on_the_way_fail_the_move_at_once(drawer_mode
     for opening_m, depth_m in ((0.044, 0.09), (0.06, 0.08), (0.07, 0.07), (0.066, 0.06)):
         assert tick(opening_m, depth_m) == py_trees.common.Status.RUNNING
         assert bb.command.gripper[tools.side] == pytest.approx(0.07)
-    # pushed to 55 mm, 15 mm narrower than the widest: FAILURE, saying why
+    # pushed to 55 mm, 15 mm under the preshape: FAILURE, saying why
     assert tick(0.055, 0.05) == py_trees.common.Status.FAILURE
     assert "fingers squeezed" in node.feedback_message
     # fingers wide open after a planned path (80 mm) closing to the preshape: not squeezed
