@@ -31,7 +31,14 @@ from handleit.types import Grasp, Observation
 from .background import BackgroundPlanning
 from .camera_correction import HAND_OFFSET_MIN_M, camera_offset_at_tool
 from .cloud_stall import CloudStallTracker
-from .common import FINGER_GAP_EMPTY_M, JointReference, Skill, Tools, finger_gap_m, wrist_roll_starts
+from .common import (
+    FINGER_GAP_EMPTY_M,
+    JointReference,
+    Skill,
+    finger_gap_m,
+    largest_arm_turn_rad,
+    wrist_roll_starts,
+)
 
 FLOOR_CLEARANCE_M = 0.03  # points lower than this are floor
 MIN_LINK_POINTS = 30  # fewer target-part points than this give no reliable front plane
@@ -197,13 +204,6 @@ class WaitForHandle(Skill):
         handle: HandleAccumulator = self.bb.handle
         self.feedback_message = f"{handle.n_points} points over {handle.n_steps} steps"
         return Status.SUCCESS if handle.ready else Status.RUNNING
-
-
-def largest_arm_turn_rad(tools: Tools, q_from: np.ndarray, q_to: np.ndarray) -> float:
-    """The largest turn (rad) of any of the tree's arm joints between two postures (the model's joint order): a
-    joint-space move that turns one far takes the hand far off the straight line between its two poses."""
-    arm = tools.arm_index
-    return float(np.max(np.abs(q_to[arm] - q_from[arm])))
 
 
 class PlanGrasp(BackgroundPlanning, Skill):

@@ -294,6 +294,13 @@ def trapezoid_time_s(distance_m: float, speed_mps: float, ramp_s: float, stop: b
     return math.sqrt(2.0 * d * ramps / v)
 
 
+def largest_arm_turn_rad(tools: Tools, q_from: np.ndarray, q_to: np.ndarray) -> float:
+    """The largest turn (rad) of any of the tree's arm joints between two postures (the model's joint order): a
+    joint-space move that turns one far takes the hand far off the straight line between its two poses."""
+    arm = tools.arm_index
+    return float(np.max(np.abs(q_to[arm] - q_from[arm])))
+
+
 def wrist_roll_starts(tools: Tools, q: np.ndarray, rolls_rad: tuple[float, ...] = WRIST_ROLL_STARTS_RAD
                       ) -> list[np.ndarray]:
     """IK starts: ``q`` (joint positions, the model's order) with the tree's wrist rolled by each of

@@ -58,6 +58,7 @@ from .common import (
     cameras_on_hands,
     finger_gap_m,
     ik_base_held,
+    largest_arm_turn_rad,
     wrist_roll_starts,
 )
 
@@ -66,6 +67,10 @@ MIN_ENTITY_POINTS = 30  # a table or drawer seen with fewer points is not seen
 PREGRASP_M = 0.10  # back-off along the approach before going straight in
 LIFT_M = 0.15  # straight up after closing: clears the table's and the drawer's edges
 MAX_GRASPS = 16  # ranked grasp candidates tried per plan
+# The most any arm joint may turn on the straight joint-space move from the pregrasp to the grasp when the
+# pregrasp is re-solved back from a grasp the base helped reach: more, and the hand sweeps off the approach line
+# (the door's PlanGrasp keeps the same bound, DOOR_MAX_APPROACH_ARM_RAD).
+MAX_APPROACH_ARM_RAD = 1.0
 MIN_DOWN_COS = 0.5  # grasps approaching at least 30 degrees below horizontal: from above, away from the table
 # Where the base stands while the arm is raised: this far from the target (m): the mobile Panda's arm at rest
 # reaches 0.76 m ahead and 0.8 m to the right of the base, at 0.42 m, below most tables' tops.
@@ -717,13 +722,26 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
                 if not pre.success:
                     counts["pregrasp"] += 1
                     continue
-                held = base
+                held, base_helped = base, False
                 final = tools.ik.solve(pre.q, {tools.side: X_WG}, fixed_joints=held)
                 if not final.success and looked:
                     # Low in a drawer the arm alone does not reach 10 cm further down: the torso lowers too
                     # (straight down, along a grasp from above), the planar base still held.
                     held = base[:3]
                     final = tools.ik.solve(pre.q, {tools.side: X_WG}, fixed_joints=held)
+                if not final.success and not looked:
+                    # The base-free pregrasp left the arm stretched (its IK keeps the base near where it stands,
+                    # so the base stops where the arm just reaches), and the grasp 10 cm further is out of the
+                    # arm's reach: the pick's commonest failure, "IK failed at the grasp" with every pregrasp
+                    # found (TidyIntoDrawer and SetTable test seeds 3, 6, 7). Then the grasp with the base free,
+                    # and the pregrasp backed off from it with the base held, so that the approach is still the
+                    # arm's alone along the line, unless that turns an arm joint far (the hand off the line).
+                    grasp_free = tools.ik.solve(pre.q, {tools.side: X_WG}, initial_guesses=starts,
+                                                base_keep_out=keep_out)
+                    if grasp_free.success:
+                        back = tools.ik.solve(grasp_free.q, {tools.side: X_WP}, fixed_joints=base)
+                        if back.success and largest_arm_turn_rad(tools, back.q, grasp_free.q) <= MAX_APPROACH_ARM_RAD:
+                            pre, final, base_helped = back, grasp_free, True
                 if not final.success:
                     counts["grasp"] += 1
                     continue
@@ -735,7 +753,7 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
                     continue
                 q_raise, _ = _base_split(tools, obs.qpos, pre.q)
                 why = (f"{source} grasp {grasp.width_m * 100:.1f} cm wide at {np.round(X_WG[:3, 3], 3)}, approach "
-                       f"{np.round(X_WG[:3, 2], 2)}")
+                       f"{np.round(X_WG[:3, 2], 2)}" + (" (the base placed for the grasp)" if base_helped else ""))
                 # Among a drawer's walls (after a look) the fingers come in opened to the grasp's width and a
                 # margin, not wide.
                 opening = (None if clear_z is None
