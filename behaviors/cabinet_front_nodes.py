@@ -36,7 +36,7 @@ from handleit.perception.point_cloud import voxel_downsample
 from handleit.planning.base_routes import route_around_rectangles
 from handleit.types import Observation
 
-from .common import JointReference, Skill
+from .common import DRIVE_RAMP_S, DRIVE_SPEED_FRACTION, JointReference, Skill
 
 FLOOR_Z_M = 0.03  # points lower than this are the floor
 CABINET_RADIUS_M = 1.0  # cabinet points lie this close to the prompt (xy): the cabinet is at most 1.2 m wide
@@ -86,7 +86,7 @@ class GoToCabinetFront(Skill):
     def __init__(self, name, tools):
         super().__init__(name, tools, reads=("observation", "tick", "handle"),
                          writes=("command", "reference", "cabinet_front_W", "front_normal_W", "open_state"))
-        self.reference = JointReference(tools, speed_fraction=0.6, ramp_s=0.15)
+        self.reference = JointReference(tools, speed_fraction=DRIVE_SPEED_FRACTION, ramp_s=DRIVE_RAMP_S)
         self.front_W = None  # latched for the episode: the front does not move
         self.handle_xy = None
         self.cabinet_points = np.zeros((0, 3))

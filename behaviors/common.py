@@ -140,6 +140,13 @@ FINGERS_MOVED_M = 0.001  # a finger joint moved this far: OperateGripper's comma
 MAX_CATCH_UP_STEPS = 10
 
 RAMP_S = 0.15  # time to go from rest to full speed and back (s): the 30+ kg base cannot stop dead
+# The mobile base's drives (ApproachStandoff, GoToCabinetFront), a fraction of its limits (1 m/s per planar
+# axis, 3.14 rad/s): empty-handed 0.9, ramped over 0.15 s; carrying 0.7, ramped over 0.7 s (the acceleration of
+# the earlier 0.5 over 0.5 s, 1 m/s^2, so that the object does not shake loose). Drives took 40-60% of
+# TidyIntoDrawer's 3000 steps at 0.6 / 0.5, and the episodes that ran out of steps did so in a drive (test seed 7:
+# "drive to the object" 977 steps over 5.6 m).
+DRIVE_SPEED_FRACTION, DRIVE_RAMP_S = 0.9, 0.15
+CARRY_SPEED_FRACTION, CARRY_RAMP_S = 0.7, 0.7
 # The mobile base's velocity lags its command by about this much (s): the velocity drive's damping (1000 N s/m)
 # on the ~40 kg it moves; seen as a 4-step delay of the measured velocity behind a decelerating command.
 BASE_VELOCITY_LAG_S = 0.04

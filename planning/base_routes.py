@@ -78,8 +78,9 @@ def route_around_rectangles(start_xy, goal_xy, rectangles, margin_m: float) -> l
     (``(centre_xy, axes [2, 2], half_extent_m [2])``, e.g. a table and a cabinet with its open drawer) grown by
     ``margin_m``: the shortest path through the grown rectangles' corners (pushed 2 cm further out) whose legs
     cross no rectangle grown by half the margin (a visibility graph, Dijkstra). A start within half the margin of
-    a rectangle first leaves straight out past its nearest edge's margin. No clear path: the goal alone (the
-    drive's own blocked check then says so)."""
+    a rectangle first leaves straight out past its nearest edge's margin, and a goal within half the margin of one
+    is reached straight in from its nearest edge's margin. No clear path: the goal alone (the drive's own blocked
+    check then says so)."""
     start = np.asarray(start_xy, dtype=np.float64)[:2]
     goal = np.asarray(goal_xy, dtype=np.float64)[:2]
     rects = [(np.asarray(c, dtype=np.float64)[:2], np.asarray(a, dtype=np.float64), np.asarray(h, dtype=np.float64))
@@ -91,17 +92,29 @@ def route_around_rectangles(start_xy, goal_xy, rectangles, margin_m: float) -> l
     def clear(p, q) -> bool:
         return not any(segment_hits_rectangle(p, q, c, a, h) for c, a, h in cores)
 
-    prefix = []
-    for (centre, axes, _), (_, _, core) in zip(rects, cores):
-        local = axes @ (start - centre)
-        if np.all(np.abs(local) < core):  # at the rectangle: first straight out past its nearest edge's margin
-            k = int(np.argmin(core - np.abs(local)))
-            out = local.copy()
-            out[k] = np.sign(local[k] or 1.0) * (core[k] + 0.5 * margin_m + 0.02)
-            start = centre + out @ axes
-            prefix.append(start)
+    def outside(point):
+        """``point`` moved straight out past the nearest edge's margin of each grown rectangle it lies in, and
+        the points it went through (none when it lies in none)."""
+        steps = []
+        for (centre, axes, _), (_, _, core) in zip(rects, cores):
+            local = axes @ (point - centre)
+            if np.all(np.abs(local) < core):
+                k = int(np.argmin(core - np.abs(local)))
+                out = local.copy()
+                out[k] = np.sign(local[k] or 1.0) * (core[k] + 0.5 * margin_m + 0.02)
+                point = centre + out @ axes
+                steps.append(point)
+        return point, steps
+
+    # A start at a rectangle first leaves straight out past its nearest edge's margin; a goal at one (a
+    # stand-off within the margin of a cabinet's corner, TidyIntoDrawer test seed 3) is entered the same way
+    # backwards: the route runs to that edge's margin, then straight in to the goal.
+    start, prefix = outside(start)
+    final = goal
+    goal, entry = outside(goal)
+    suffix = [*entry[::-1][1:], final] if entry else []
     if clear(start, goal):
-        return [*prefix, goal]
+        return [*prefix, goal, *suffix]
     nodes = [start, goal]
     for centre, axes, half in rects:
         grown = half + margin_m + 0.02
@@ -122,9 +135,9 @@ def route_around_rectangles(start_xy, goal_xy, rectangles, margin_m: float) -> l
                 if d < dist[j] and clear(nodes[i], nodes[j]):
                     dist[j], previous[j] = d, i
     if not np.isfinite(dist[1]):
-        return [*prefix, goal]
+        return [*prefix, final]
     path, i = [], 1
     while i != 0:
         path.append(nodes[i])
         i = previous[i]
-    return [*prefix, *path[::-1]]
+    return [*prefix, *path[::-1], *suffix]

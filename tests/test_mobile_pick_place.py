@@ -306,6 +306,16 @@ def test_base_route_goes_around_the_table_and_the_cabinet():
     assert len(route) > 1 and np.allclose(route[-1], [2.0, 1.6])
     for c, a, h in (table, cabinet):
         assert not any(segment_hits_rectangle(legs[k], legs[k + 1], c, a, h + 0.2) for k in range(len(route)))
+    # A goal within half the margin of the cabinet (a stand-off by its corner): reached straight in from the
+    # nearest edge's margin, every leg before that clear of both grown by half the margin.
+    goal = np.array([0.45, 2.0])
+    for start in ([3.0, 3.0], [-2.0, 1.6]):
+        route = route_around_rectangles(start, goal, [table, cabinet], 0.4)
+        legs = [np.array(start), *route]
+        assert len(route) >= 2 and np.allclose(route[-1], goal)
+        np.testing.assert_allclose(route[-2], [0.3 + 0.4 + 0.02, 2.0])  # the x edge, its margin and 2 cm
+        for c, a, h in (table, cabinet):
+            assert not any(segment_hits_rectangle(legs[k], legs[k + 1], c, a, h + 0.2) for k in range(len(route) - 1))
     # Walled in (no corner reachable): the goal alone, for the drive's own blocked check.
     assert len(route_around_rectangles([0.0, 0.8], [5.0, 0.8], [table, cabinet], 10.0)) >= 1
     with pytest.raises(ValueError, match="margin_m"):
