@@ -214,7 +214,7 @@ class PerceivePlaceRegion(Skill):
 
     def __init__(self, name, tools, where: str, part_mask: str = "target_link", handle_mask: str = "target_handle",
                  table_mask: str = "table", object_mask: str = "object"):
-        super().__init__(name, tools, reads=("observation", "place_goal_W", "held_points_G"),
+        super().__init__(name, tools, reads=("observation", "place_goal_W", "held_points_G", "cabinet_front_W"),
                          writes=("place_region", "place_error", "drawer_outward_W", "cabinet_footprint"))
         if where not in ("inside", "on"):
             raise ValueError(f"where must be 'inside' or 'on', got {where!r}")
@@ -234,7 +234,10 @@ class PerceivePlaceRegion(Skill):
                 if self.outward_W is None and len(handle) >= 5 and len(part) >= MIN_ENTITY_POINTS:
                     self.outward_W = handle.mean(axis=0) - part.mean(axis=0)
                     self.bb.drawer_outward_W = self.outward_W
-                region = estimate_drawer_interior(part, outward_W=self.outward_W, handle_points_W=handle)
+                # No handle in view (the arm or the drawer's own walls in the way; TidyIntoDrawer test seed 0): the
+                # cabinet's front normal, found on the way to open it, says which way is out.
+                outward = self.outward_W if self.outward_W is not None else _front_of(self.bb)
+                region = estimate_drawer_interior(part, outward_W=outward, handle_points_W=handle)
                 self.feedback_message = (f"drawer opening {np.round(region.size_m, 2)} m at "
                                          f"{np.round(region.center_W, 2)}, rim {region.rim_z:.2f} m")
             else:
@@ -310,7 +313,8 @@ class ApproachStandoff(Skill):
 
     def __init__(self, name, tools, entity: str, gripper="open"):
         super().__init__(name, tools, reads=("observation", "tick", "object", "table_top", "place_region",
-                                             "drawer_outward_W", "cabinet_footprint"), writes=("command", "reference"))
+                                             "drawer_outward_W", "cabinet_footprint", "cabinet_front_W"),
+                         writes=("command", "reference"))
         self.entity, self.gripper = entity, gripper
         # Carrying (gripper closed on the object, arm tucked): slower and ramped longer (common.DRIVE_SPEED_FRACTION).
         carrying = gripper == "close"
@@ -340,7 +344,11 @@ class ApproachStandoff(Skill):
             return None, None, None
         prompt = np.asarray(prompt, dtype=np.float64)
         point = prompt if prompt.ndim == 1 else prompt.mean(axis=0)
-        outward = self.bb.drawer_outward_W if self.entity == "drawer" else None
+        # A drawer not seen since it was opened: in front of the cabinet's front (the open skill found it), not
+        # towards the drawer's prompt from wherever the base stands, which can leave it behind or beside the
+        # cabinet with the drawer out of view ("drawer: 0 points", TidyIntoDrawer test seed 6).
+        outward = (self.bb.drawer_outward_W if self.bb.drawer_outward_W is not None else _front_of(self.bb)) \
+            if self.entity == "drawer" else None
         if self.entity == "object":  # prompted inside a drawer: look into it from the drawer's front
             part = obs.points[_mask(obs, "target_link")]
             if len(part) >= MIN_ENTITY_POINTS and np.linalg.norm(part.mean(axis=0)[:2] - point[:2]) < 0.6:
@@ -408,6 +416,16 @@ class ApproachStandoff(Skill):
         qvel, _ = self.reference.follow(q_target, obs, self.bb, continue_handover=False)
         self.send(qvel, self.gripper)
         return Status.RUNNING
+
+
+def _front_of(bb) -> np.ndarray | None:
+    """The cabinet's front normal (``cabinet_front_W``, written by behaviors/cabinet_front_nodes.py) when the
+    blackboard has one."""
+    try:
+        front = bb.get("cabinet_front_W")
+    except (KeyError, AttributeError):
+        return None
+    return None if front is None else np.asarray(front, dtype=np.float64)
 
 
 def _outward_of_part(obs: Observation, part_mask: str = "target_link", handle_mask: str = "target_handle"):
