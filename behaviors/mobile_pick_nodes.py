@@ -18,6 +18,8 @@ Blackboard keys (besides ``TreeSolver``'s; initial values in :data:`MOBILE_PICK_
     held_points_G     [n, 3] the held object's points in the tool frame at grasp time
     cabinet_footprint (Footprint, number of points): the cabinet with its open drawer on the floor, from the view
                       that showed most of it; the base's routes keep out of it
+    cabinet_front_W   [3] the cabinet front's outward normal, when the open skill found it (cabinet_front_nodes):
+                      where the drawer stand-off and interior look out from while the drawer's handle is unseen
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ MOBILE_PICK_BLACKBOARD = {
     "X_WG_above": None, "q_release": None, "X_WG_release": None, "q_retreat": None, "X_WG_retreat": None,
     "held_points_G": None, "target_at_grasp": None, "failed_grasps": [], "drawer_outward_W": None, "q_tuck": None,
     "cabinet_footprint": None, "q_look": None, "q_look_raise": None, "look_interior": None, "grasp_opening": None,
+    "cabinet_front_W": None,  # written by behaviors/cabinet_front_nodes.py when the open skill found the front
 }
 
 
@@ -236,7 +239,7 @@ class PerceivePlaceRegion(Skill):
                     self.bb.drawer_outward_W = self.outward_W
                 # No handle in view (the arm or the drawer's own walls in the way; TidyIntoDrawer test seed 0): the
                 # cabinet's front normal, found on the way to open it, says which way is out.
-                outward = self.outward_W if self.outward_W is not None else _front_of(self.bb)
+                outward = self.outward_W if self.outward_W is not None else self.bb.cabinet_front_W
                 region = estimate_drawer_interior(part, outward_W=outward, handle_points_W=handle)
                 self.feedback_message = (f"drawer opening {np.round(region.size_m, 2)} m at "
                                          f"{np.round(region.center_W, 2)}, rim {region.rim_z:.2f} m")
@@ -316,7 +319,7 @@ class ApproachStandoff(Skill):
                                              "drawer_outward_W", "cabinet_footprint", "cabinet_front_W"),
                          writes=("command", "reference"))
         self.entity, self.gripper = entity, gripper
-        # Carrying (gripper closed on the object, arm tucked): slower and ramped longer (common.DRIVE_SPEED_FRACTION).
+        # Carrying (gripper closed on the object, arm tucked): slower and ramped longer (behaviors/common.py).
         carrying = gripper == "close"
         self.reference = JointReference(tools, CARRY_SPEED_FRACTION if carrying else DRIVE_SPEED_FRACTION,
                                         ramp_s=CARRY_RAMP_S if carrying else DRIVE_RAMP_S)
@@ -347,8 +350,9 @@ class ApproachStandoff(Skill):
         # A drawer not seen since it was opened: in front of the cabinet's front (the open skill found it), not
         # towards the drawer's prompt from wherever the base stands, which can leave it behind or beside the
         # cabinet with the drawer out of view ("drawer: 0 points", TidyIntoDrawer test seed 6).
-        outward = (self.bb.drawer_outward_W if self.bb.drawer_outward_W is not None else _front_of(self.bb)) \
-            if self.entity == "drawer" else None
+        outward = None
+        if self.entity == "drawer":
+            outward = self.bb.drawer_outward_W if self.bb.drawer_outward_W is not None else self.bb.cabinet_front_W
         if self.entity == "object":  # prompted inside a drawer: look into it from the drawer's front
             part = obs.points[_mask(obs, "target_link")]
             if len(part) >= MIN_ENTITY_POINTS and np.linalg.norm(part.mean(axis=0)[:2] - point[:2]) < 0.6:
@@ -416,16 +420,6 @@ class ApproachStandoff(Skill):
         qvel, _ = self.reference.follow(q_target, obs, self.bb, continue_handover=False)
         self.send(qvel, self.gripper)
         return Status.RUNNING
-
-
-def _front_of(bb) -> np.ndarray | None:
-    """The cabinet's front normal (``cabinet_front_W``, written by behaviors/cabinet_front_nodes.py) when the
-    blackboard has one."""
-    try:
-        front = bb.get("cabinet_front_W")
-    except (KeyError, AttributeError):
-        return None
-    return None if front is None else np.asarray(front, dtype=np.float64)
 
 
 def _outward_of_part(obs: Observation, part_mask: str = "target_link", handle_mask: str = "target_handle"):

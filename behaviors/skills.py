@@ -65,7 +65,7 @@ SKILL_HANDLE_TIMEOUT_STEPS = 400
 # Going to the cabinet's front from behind it: about 6 m around the cabinet and the table at 0.6 m/s, turns.
 FRONT_TIMEOUT_STEPS = 2000
 # The blackboard keys of the pick and place subtrees (a goal solver's blackboard holds them too).
-PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None, "cabinet_front_W": None}
+PICK_PLACE_BLACKBOARD = {**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD, "q_back_off": None}
 # Forgotten when a pick starts (again): what the last pick saw, planned and held.
 PICK_KEYS = {"object": None, "support_z": None, "grasped": False, "clamped_gap_m": None, "held_points_G": None,
              "target_at_grasp": None, "failed_grasps": [], "look_interior": None, "grasp_opening": None}
