@@ -357,6 +357,15 @@ class ApproachStandoff(Skill):
             part = obs.points[_mask(obs, "target_link")]
             if len(part) >= MIN_ENTITY_POINTS and np.linalg.norm(part.mean(axis=0)[:2] - point[:2]) < 0.6:
                 outward = _outward_of_part(obs)
+                # The prompt was given where the object was, the drawer then shut; it rode out with the drawer.
+                # Looked at from the prompt, the base stood the drawer's travel too close, and the tucked hand,
+                # at the drawer's height, pushed it 40% shut (SetTable test seed 1). The drawer's open box as
+                # seen now is where the object is.
+                try:
+                    interior = _drawer_interior_seen(obs)
+                    point, outward = interior.center_W, interior.outward_W
+                except PlaceTargetError:
+                    pass
         return point, None, outward
 
     def update(self):
@@ -634,8 +643,9 @@ class SeenFromHand(Skill):
 
 class PlanMobileGrasp(BackgroundPlanning, Skill):
     """Antipodal grasps on the object's points (the tree's grasp predictor, ranked; those approaching from
-    above or at an angle, at least 30 degrees below horizontal; after a look from the hand, where there are none,
-    as when only the object's top is seen, straight down across its footprint: ``top_down_grasps``; on a table,
+    above or at an angle, at least 30 degrees below horizontal; in a drawer, where there are none, as when only
+    the object's top is seen, straight down across its footprint: ``top_down_grasps``, those whose fingers touch
+    no other point seen first; on a table,
     the footprint's grasps after the predicted ones), then the first for which whole-body IK finds
     the pregrasp (base free, its origin kept off the table: a disc about the object out to the nearest table
     edge plus the body's clearance), the grasp and the lift (arm alone from the pregrasp). FAILURE ("no
@@ -676,9 +686,11 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
             return "fail", f"grasp predictor: {error}"
         grasps = [g for g in grasps if -g.X_WG[2, 2] >= MIN_DOWN_COS][:MAX_GRASPS]
         source = "predicted"
-        if not grasps and snap["look_interior"] is not None:
-            # Only the top seen (an object low in a drawer, seen from the hand's camera; the sides behind the
-            # drawer's walls): no antipodal pair to sample. Close straight down across the footprint instead.
+        top = snap["table_top"]
+        if not grasps and not _on_table(obj, top):
+            # Only the top seen (an object in a drawer, seen from the hand's camera or over the drawer's front
+            # from the base's: the sides behind the drawer's walls): no antipodal pair to sample. Close straight
+            # down across the footprint instead (SetTable test seed 1: 100 object points, all on its top).
             grasps, source = top_down_grasps(obj, tools.model.gripper_max_opening_m), "footprint"
             if grasps:  # those whose fingers, coming straight down, touch no other point seen (a drawer's walls)
                 others = points[~masks["target"] & ~masks["robot"]]
@@ -689,7 +701,6 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
                         for i, g in enumerate(grasps) if not check.collides[i] and not check.below_table[i]]
                 grasps = free or grasps
         sources = [source] * len(grasps)
-        top = snap["table_top"]
         if _on_table(obj, top):
             # On a table, after the predicted grasps: straight down across the footprint (the tabletop pick's
             # fallback). The predictor found one grasp from above, or none, on three test objects whose picks
@@ -700,7 +711,7 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
             tried = f" (nor across its footprint, {np.round(100 * obj.footprint_extent_m, 1)} cm)"
             return "fail", "no grasp from above fits the object's points" + ("" if source == "predicted" else tried)
         keep_out = _keep_out(obj.center_W, top)
-        clear_z = None  # in a drawer, after a look: the height its walls' rim sets for the pregrasp and the lift
+        clear_z = None  # in a drawer: the height its rim or front panel sets for the pregrasp and the lift
         looked = False  # the hand's camera looked into the drawer from over the object
         if not _on_table(obj, top):
             # In a drawer. After a look from the hand's camera: the drawer as seen before it (with its handle,
@@ -710,14 +721,17 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
             if looked:
                 interior = snap["look_interior"]
                 keep_out = _front_keep_out(interior)
-                clear_z = interior.rim_z + ABOVE_RIM_M
+                clear_z = interior.top_z + ABOVE_RIM_M
             else:
                 # The base keeps beyond the drawer's front (the table's edge rule would let it drive into the
-                # drawer), when the drawer's inside is seen.
+                # drawer), when the drawer's inside is seen; the hand comes in over the drawer's front, as after a
+                # look: at 10 cm above the grasp, the fingers drove into the front panel and pushed the drawer
+                # shut (SetTable test seed 1, traced on simulator state).
                 try:
                     interior = _drawer_interior_seen(obs)
                     front_m = float(np.linalg.norm(interior.front_W[:2] - obj.center_W[:2]))
                     keep_out = (np.asarray(obj.center_W, dtype=np.float64), front_m + BODY_CLEARANCE_M)
+                    clear_z = interior.top_z + ABOVE_RIM_M
                 except PlaceTargetError:
                     pass
         starts = wrist_roll_starts(tools, obs.qpos)
@@ -776,8 +790,10 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
                        f"{np.round(X_WG[:3, 2], 2)}" + (" (the base placed for the grasp)" if base_helped else ""))
                 # Among a drawer's walls (after a look) the fingers come in opened to the grasp's width and a
                 # margin, not wide.
-                opening = (None if clear_z is None
-                           else min(grasp.width_m + DRAWER_PRESHAPE_M, tools.model.gripper_max_opening_m))
+                # Across a footprint in a drawer, too: the fingers' clearance to the walls was checked for that width.
+                narrow = clear_z is not None or (source == "footprint" and not _on_table(obj, top))
+                opening = (min(grasp.width_m + DRAWER_PRESHAPE_M, tools.model.gripper_max_opening_m) if narrow
+                           else None)
                 return "plan", (grasp, X_WG, X_WP, pre.q, final.q, lift.q, X_lift, q_raise, obj, opening, why)
         return "fail", (f"no reachable grasp: {len(grasps)} grasps (and their turned twins), IK failed at the "
                         f"pregrasp {counts['pregrasp']}, grasp {counts['grasp']}, lift {counts['lift']} times")
@@ -825,7 +841,7 @@ class PlanPlace(BackgroundPlanning, Skill):
         if self.where == "inside":
             interior: DrawerInterior = region
             target = interior.center_W.copy()
-            surface_z, pass_z = interior.floor_z, interior.rim_z
+            surface_z, pass_z = interior.floor_z, interior.top_z
             front_gap = float(np.linalg.norm(interior.front_W[:2] - interior.center_W[:2]))
             keep_out = (interior.center_W, front_gap + BODY_CLEARANCE_M)
         else:

@@ -78,6 +78,10 @@ DEFAULT_MAX_ATTEMPTS = 3
 # The push slows with the part's opening as if the closed pose were this much farther (m): the drawer meets
 # its stop still moving (gain x 2 cm = 6 cm/s), instead of creeping up to it.
 PUSH_PAST_CLOSED_M = 0.02
+# The open skill's pull (m/s): a drawer may hold something. At the drawer tree's 1 m/s the drawer met its end stop
+# so hard that the object in it slid 7.5 cm, against the front wall, where the base's cameras no longer saw it
+# over that wall (SetTable test seed 1, traced on simulator state).
+SKILL_PULL_SPEED_MPS = 0.35
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ def open_part_subtree(tools: Tools, part: str) -> py_trees.behaviour.Behaviour:
     """Grasp the handle and pull the part open to its end stop (the drawer tree's attempts), then record
     its travel. FAILURE after ``MAX_ATTEMPTS`` failed attempts."""
     _check_target("open", part)
-    pull_drawer = PullDrawer("pull drawer", tools)
+    pull_drawer = PullDrawer("pull drawer", tools, speed_mps=SKILL_PULL_SPEED_MPS)
     pull = py_trees.composites.Parallel(
         "pull open", policy=ParallelPolicy.SuccessOnSelected(children=[pull_drawer]),
         children=[pull_drawer, HandleInGripper("handle in gripper?", tools), MakingProgress("making progress?", tools)],

@@ -61,6 +61,13 @@ class DrawerInterior:
     floor_z: float
     rim_z: float
     front_W: np.ndarray  # [3]: the front panel's outer face at the centre's height line (xy), floor z
+    front_top_z: float | None = None  # the front panel's top (m); None: not measured (taken as the rim)
+
+    @property
+    def top_z(self) -> float:
+        """What a hand or a held object passes over coming in from the front (m): the walls' rim or the
+        front panel's top, whichever is higher."""
+        return self.rim_z if self.front_top_z is None else max(self.rim_z, self.front_top_z)
 
     def fits(self, footprint_m: np.ndarray, margin_m: float = 0.01) -> bool:
         """Whether a footprint (sizes along outward and lateral, m) fits inside with ``margin_m`` each side."""
@@ -152,8 +159,9 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     centroid to the handle's (``handle_points_W``), snapped to the nearest side of the points' footprint
     rectangle. The front panel is what lies within ``front_depth_m`` of
     the outermost points; behind it, the lowest dense layer is the floor (within ``floor_band_m``), its extent
-    along outward and lateral the visible opening, and the 98th height percentile of the walls the rim.
-    PlaceTargetError: no direction, or too few floor points (a closed drawer shows its front only)."""
+    along outward and lateral the visible opening, and the 98th height percentile of the walls the rim (of the
+    front panel's points, its top). PlaceTargetError: no direction, or too few floor points (a closed drawer shows
+    its front only)."""
     p = as_points(drawer_points_W, "drawer_points_W")
     if len(p) < min_floor_points:
         raise PlaceTargetError(f"drawer: {len(p)} points, need {min_floor_points} (not in view?)")
@@ -188,11 +196,12 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     floor_z = float(np.median(floor[:, 2]))
     walls = behind[behind[:, 2] > z_floor + floor_band_m]
     rim_z = float(np.percentile(walls[:, 2], 98)) if len(walls) else z_floor
+    front_top_z = float(np.percentile(p[along >= front - front_depth_m, 2], 98))
     centre_xy = 0.5 * (a_lo + a_hi) * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
     front_xy = front * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
     return DrawerInterior(np.array([centre_xy[0], centre_xy[1], floor_z]), out, lateral,
                           np.array([a_hi - a_lo, b_hi - b_lo]), floor_z, max(rim_z, floor_z),
-                          np.array([front_xy[0], front_xy[1], floor_z]))
+                          np.array([front_xy[0], front_xy[1], floor_z]), front_top_z)
 
 
 @dataclass(frozen=True)

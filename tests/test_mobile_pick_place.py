@@ -69,6 +69,8 @@ def test_drawer_interior_from_synthetic_points():
     interior = estimate_drawer_interior(drawer, handle_points_W=handle)
     assert np.allclose(interior.center_W[:2], centre, atol=0.015)
     assert abs(interior.floor_z - floor_z) < 0.005 and abs(interior.rim_z - (floor_z + 0.10)) < 0.01
+    # The front panel stands 3 cm over the walls: a hand coming in from the front passes over the panel.
+    assert abs(interior.front_top_z - (floor_z + 0.13)) < 0.01 and interior.top_z == interior.front_top_z
     assert np.allclose(interior.size_m, [0.40, 0.50], atol=0.03)
     assert abs(interior.outward_W @ np.array([math.cos(yaw), math.sin(yaw), 0.0]) - 1.0) < 1e-3
     assert interior.fits(np.array([0.2, 0.3])) and not interior.fits(np.array([0.45, 0.1]))
