@@ -15,7 +15,12 @@ import pytest
 import handleit.envs
 from handleit.behaviors.camera_calibration_nodes import CalibrateCameras
 from handleit.behaviors.common import cameras_on_hands
-from handleit.behaviors.mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, PlanMobileGrasp, _front_keep_out
+from handleit.behaviors.mobile_pick_nodes import (
+    MOBILE_PICK_BLACKBOARD,
+    ApproachStandoff,
+    PlanMobileGrasp,
+    _front_keep_out,
+)
 from handleit.behaviors.mobile_pick_trees import create_pick_tree
 from handleit.behaviors.pick_trees import PICK_BLACKBOARD
 from handleit.behaviors.tree_solver import TreeSolver
@@ -201,3 +206,40 @@ def test_an_evaluation_can_give_every_env_the_hand_camera():
     late = dataclasses.replace(spec, perturb="latency=0.1")
     record = runner.run(late)
     assert not record.success and "env options ['hand_camera'] are for lockstep episodes" in record.error
+
+
+def _open_drawer_points(rng, front_x: float, floor_z: float) -> tuple[np.ndarray, np.ndarray]:
+    """A drawer pulled out towards -x: floor 0.3 x 0.4 m behind a front panel at ``front_x``, walls 0.1 m, the
+    panel 0.14 m tall; and a handle 4 cm out of the panel. (drawer points, handle points), world."""
+    back = front_x + 0.3
+    floor = rng.uniform([front_x, -0.2, floor_z], [back, 0.2, floor_z], (600, 3))
+    sides = np.concatenate([rng.uniform([front_x, y, floor_z], [back, y, floor_z + 0.1], (150, 3))
+                            for y in (-0.2, 0.2)])
+    panel = rng.uniform([front_x - 0.02, -0.22, floor_z - 0.02], [front_x - 0.02, 0.22, floor_z + 0.12], (300, 3))
+    handle = rng.uniform([front_x - 0.06, -0.05, floor_z + 0.06], [front_x - 0.05, 0.05, floor_z + 0.07], (40, 3))
+    return np.concatenate([floor, sides, panel]), handle
+
+
+def test_the_look_into_a_drawer_stands_off_the_drawer_as_seen_not_the_prompt(set_table):
+    """The object's prompt was given with the drawer shut; the drawer has since come out 0.3 m towards the robot.
+    The drive to the object, before the object is seen, aims at the drawer's open box as the cameras see it, and
+    faces it from its front; with the drawer out of view, at the prompt."""
+    model = robot_model_of(set_table)
+    drawer, handle = _open_drawer_points(np.random.default_rng(3), front_x=0.6, floor_z=0.4)
+    points = np.concatenate([drawer, handle])
+    n, m = len(drawer), len(handle)
+    masks = {"target_link": np.r_[np.ones(n, bool), np.zeros(m, bool)],
+             "target_handle": np.r_[np.zeros(n, bool), np.ones(m, bool)],
+             "object": np.zeros(n + m, bool), "robot": np.zeros(n + m, bool)}
+    prompt = np.array([1.05, 0.0, 0.45])  # where the object sat in the shut drawer
+    obs = dataclasses.replace(_observation(model, points, masks), prompts_W={"object": prompt})
+    solver = _solver(model)
+    solver.reset(obs)
+    node = ApproachStandoff("drive to the object", solver.tools, "object")
+    point, top, outward = node._target(obs)
+    assert top is None
+    assert np.allclose(point[:2], [0.75, 0.0], atol=0.02)  # the open box's centre, 0.3 m out from the prompt
+    assert np.allclose(outward, [-1.0, 0.0, 0.0], atol=1e-6)
+    unseen = {k: np.zeros(n + m, bool) for k in masks}
+    point, _, _ = node._target(dataclasses.replace(obs, masks=unseen))
+    assert np.allclose(point, prompt)
