@@ -38,14 +38,13 @@ import numpy as np
 import py_trees
 from py_trees.common import ParallelPolicy, Status
 
+from handleit.perception.grasp_predictors import get_grasp_predictor
 from handleit.predicates import Predicate
 from handleit.types import Observation
 
-from handleit.perception.grasp_predictors import get_grasp_predictor
-
+from .cabinet_front_nodes import GoToCabinetFront
 from .cabinet_nodes import PULL_RAMP_STEPS, HandleInGripper, MakingProgress, PullDrawer
 from .cabinet_trees import MAX_ATTEMPTS, grasp_steps
-from .cabinet_front_nodes import GoToCabinetFront
 from .cloud_stall import CloudStallTracker
 from .common import OperateGripper, Skill, StepTimeout, Tools, ik_base_held
 from .mobile_pick_nodes import MOBILE_PICK_BLACKBOARD, MoveJoints, PlanTuck
@@ -59,6 +58,8 @@ TARGET_PART = "drawer"
 OBJECT, SURFACE = "object", "table"  # the object the pick and place skills move, the surface they put it on
 OBJECT_GRASP_PREDICTOR = "antipodal_6dof"  # the pick's grasps (the solver's own predictor grasps handles)
 BACK_OFF_M = 0.10  # the release backs the hand off this far along its approach
+# ... by the base where the arm alone cannot: the approach this much horizontal at least (its horizontal part's norm)
+MIN_HORIZONTAL_BACK_OFF = 0.5
 # The open and close skills look for the handle this long (steps) once in front of the cabinet (the cabinet trees'
 # 150 steps assume a start 1.6-1.8 m in front; the skills' first go there, 1.4 m from the handle).
 SKILL_HANDLE_TIMEOUT_STEPS = 400
@@ -258,8 +259,9 @@ class Forget(Skill):
 
 class PlanBackOff(Skill):
     """The arm's configuration with the hand :data:`BACK_OFF_M` back along its approach (its z axis), the base
-    where it stands (IK); written to ``q_back_off``. Also forgets the grasp (``grasped``, ``clamped_gap_m``):
-    the gripper has been opened. FAILURE: no IK."""
+    where it stands (IK), or, with no IK so, the arm held and the base backed off as far along the approach's
+    horizontal part; written to ``q_back_off``. Also forgets the grasp (``grasped``, ``clamped_gap_m``): the
+    gripper has been opened. FAILURE: no IK and an approach too steep for the base to back off along."""
 
     def __init__(self, name: str, tools: Tools):
         super().__init__(name, tools, reads=("observation",), writes=("q_back_off", "grasped", "clamped_gap_m"))
@@ -272,10 +274,20 @@ class PlanBackOff(Skill):
         X_back = X_WT.copy()
         X_back[:3, 3] -= BACK_OFF_M * X_WT[:3, 2]
         result = ik_base_held(tools, obs.qpos, X_back)
-        if not result.success:
+        if result.success:
+            self.bb.q_back_off = result.q
+            self.feedback_message = f"hand back to {np.round(X_back[:3, 3], 2)}"
+            return Status.SUCCESS
+        # The arm stretched out (a drawer pulled to its end): no IK for the hand back with the base held, and the
+        # release ran out of attempts (SetTable test seeds 19, 29). The base backs off instead, the arm held: the
+        # open hand comes straight back along the approach's horizontal part.
+        away = -np.asarray(X_WT[:2, 2], dtype=np.float64)
+        if np.linalg.norm(away) < MIN_HORIZONTAL_BACK_OFF:
             return self.fail(f"no IK for the back-off: {result.message}")
-        self.bb.q_back_off = result.q
-        self.feedback_message = f"hand back to {np.round(X_back[:3, 3], 2)}"
+        q = obs.qpos.copy()
+        q[tools.base_index[:2]] += BACK_OFF_M * away / np.linalg.norm(away)
+        self.bb.q_back_off = q
+        self.feedback_message = f"no IK for the arm alone ({result.message}): the base backs off {BACK_OFF_M:.2f} m"
         return Status.SUCCESS
 
 

@@ -294,6 +294,30 @@ def test_the_release_backs_the_hand_off_along_its_approach_and_forgets_the_grasp
     np.testing.assert_allclose(X_back[:3, 3], X_WT[:3, 3] - BACK_OFF_M * X_WT[:3, 2], atol=0.01)
 
 
+def test_the_release_backs_the_base_off_where_the_arm_alone_cannot(model):
+    """The hand out of the arm's reach with the base held (a drawer pulled to its end stretched the arm): the
+    base backs off along the approach's horizontal part, the arm held; a hand pointing straight down gets no
+    such back-off and fails saying why."""
+    solver = _solver(model, lambda tools: PlanBackOff("plan back-off (IK)", tools))
+    obs = _empty_observation(model)
+    solver.reset(obs)
+    X_WT = np.eye(4)
+    X_WT[:3, :3] = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])  # approach along +x
+    X_WT[:3, 3] = [2.5, 0.0, 0.6]  # 2.5 m ahead of the base: no arm reaches it
+    solver.step(Observation(**{**obs.__dict__, "X_WT": {"right": X_WT}}))
+    q_back = solver.bb.get("q_back_off")
+    assert q_back is not None, solver.tools.failure_reasons
+    base = solver.tools.base_index
+    np.testing.assert_allclose(q_back[base[:2]], obs.qpos[base[:2]] + [-BACK_OFF_M, 0.0], atol=1e-9)
+    np.testing.assert_allclose(np.delete(q_back, base[:2]), np.delete(obs.qpos, base[:2]))
+    down = X_WT.copy()
+    down[:3, :3] = np.diag([1.0, -1.0, -1.0])
+    solver.bb.set("q_back_off", None, overwrite=True)
+    solver.step(Observation(**{**obs.__dict__, "X_WT": {"right": down}}))
+    assert solver.bb.get("q_back_off") is None
+    assert any("no IK for the back-off" in r for r in solver.tools.failure_reasons), solver.tools.failure_reasons
+
+
 def test_base_route_goes_around_the_table_and_the_cabinet():
     from handleit.planning.base_routes import route_around_rectangles, segment_hits_rectangle
 

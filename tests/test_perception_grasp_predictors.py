@@ -124,3 +124,17 @@ def test_antipodal_passes_sampler_options(scene_with_masks):
     points, masks = scene_with_masks
     narrow = grasp_predictors.get_grasp_predictor("antipodal", max_opening_m=0.02)  # a 2 cm bar cannot fit
     assert narrow.predict(points, masks, front_normal_W=[-1, 0, 0]) == []
+
+
+def test_antipodal_offers_nothing_where_the_link_points_fit_no_front():
+    """A handle seen with a few scattered points of its part (the part at the view's edge) and no front normal
+    given: no front to approach, so no grasps this step, not an error that ends the episode."""
+    rng = np.random.default_rng(0)
+    handle = np.array([0.8, 0.0, 0.5]) + rng.uniform(-0.05, 0.05, (30, 3)) * [0.1, 1.0, 0.1]
+    link = rng.uniform([0.6, -0.3, 0.2], [1.1, 0.3, 0.8], (14, 3))  # no 10 of them within 5 mm of a plane
+    points = np.vstack([handle, link])
+    masks = {"target_handle": np.r_[np.ones(30, bool), np.zeros(14, bool)],
+             "target_link": np.r_[np.zeros(30, bool), np.ones(14, bool)]}
+    with pytest.raises(ValueError, match="no vertical plane"):
+        grasp_predictors.estimate_front_normal(link, [0.0, 0.0, 0.5])
+    assert get_grasp_predictor("antipodal").predict(points, masks, X_WB=np.eye(4)) == []
