@@ -687,7 +687,8 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         grasps = [g for g in grasps if -g.X_WG[2, 2] >= MIN_DOWN_COS][:MAX_GRASPS]
         source = "predicted"
         top = snap["table_top"]
-        if not grasps and not _on_table(obj, top):
+        on_table = _on_table(obj, top)
+        if not grasps and not on_table:
             # Only the top seen (an object in a drawer, seen from the hand's camera or over the drawer's front
             # from the base's: the sides behind the drawer's walls): no antipodal pair to sample. Close straight
             # down across the footprint instead (SetTable test seed 1: 100 object points, all on its top).
@@ -701,7 +702,7 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
                         for i, g in enumerate(grasps) if not check.collides[i] and not check.below_table[i]]
                 grasps = free or grasps
         sources = [source] * len(grasps)
-        if _on_table(obj, top):
+        if on_table:
             # On a table, after the predicted grasps: straight down across the footprint (the tabletop pick's
             # fallback). The predictor found one grasp from above, or none, on three test objects whose picks
             # then ran out of attempts at "no reachable grasp" (TidyIntoDrawer test seeds 7, 11, 16).
@@ -713,7 +714,7 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
         keep_out = _keep_out(obj.center_W, top)
         clear_z = None  # in a drawer: the height its rim or front panel sets for the pregrasp and the lift
         looked = False  # the hand's camera looked into the drawer from over the object
-        if not _on_table(obj, top):
+        if not on_table:
             # In a drawer. After a look from the hand's camera: the drawer as seen before it (with its handle,
             # which the hand may hide now); the base kept beyond the drawer's front line, the hand in and out
             # over its rim.
@@ -791,7 +792,7 @@ class PlanMobileGrasp(BackgroundPlanning, Skill):
                 # Among a drawer's walls (after a look) the fingers come in opened to the grasp's width and a
                 # margin, not wide.
                 # Across a footprint in a drawer, too: the fingers' clearance to the walls was checked for that width.
-                narrow = clear_z is not None or (source == "footprint" and not _on_table(obj, top))
+                narrow = clear_z is not None or (source == "footprint" and not on_table)
                 opening = (min(grasp.width_m + DRAWER_PRESHAPE_M, tools.model.gripper_max_opening_m) if narrow
                            else None)
                 return "plan", (grasp, X_WG, X_WP, pre.q, final.q, lift.q, X_lift, q_raise, obj, opening, why)

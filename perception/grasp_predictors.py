@@ -32,7 +32,7 @@ import numpy as np
 from handleit.perception.antipodal_grasps import AntipodalGraspPredictor6DoF
 from handleit.perception.handle_grasps import sample_handle_grasps
 from handleit.perception.plugins import PluginRegistry
-from handleit.perception.point_cloud import as_points, estimate_front_normal
+from handleit.perception.point_cloud import as_points
 from handleit.types import Grasp
 
 ENTRY_POINT_GROUP = "handleit.grasp_predictors"
@@ -130,13 +130,6 @@ class AntipodalGraspPredictor:
             return []
         if front_normal is None and (link is None or len(link) < 3):
             return []  # no front to approach: nothing to offer this step
-        if front_normal is None:
-            try:
-                front_normal = estimate_front_normal(link, handle.mean(axis=0) if toward is None else toward)
-            except ValueError:
-                # A few scattered link points (the part at the view's edge) fit no vertical plane: no front to
-                # approach yet either. Raised, it ended a TidyIntoDrawer episode (test seed 8: 14 link points).
-                return []
         return sample_handle_grasps(handle, front_normal, link_points_W=link, toward_W=toward, **self.sampler_kwargs)
 
 

@@ -118,7 +118,8 @@ def sample_handle_grasps(
         ``score`` = minus the distance (m) of the grasp centre from the handle's middle in the front's
         plane, plus 1 for the shape's preferred orientation. (The middle of the points' extent, rather than
         the paper's centroid: on sparse one-sided views the mean strays by ~1 cm along a bar.)
-        ``[]`` when nothing fits (too few points, too wide, too shallow to envelop).
+        ``[]`` when nothing fits (too few points, too wide, too shallow to envelop, no front: link points that
+        fit no vertical plane).
     Raises:
         ValueError on invalid points or when neither ``front_normal_W`` nor ``link_points_W`` is given.
     """
@@ -132,7 +133,13 @@ def sample_handle_grasps(
     if front_normal_W is not None:
         n = horizontal_direction(front_normal_W, "front_normal_W")
     else:
-        n = estimate_front_normal(link, centroid if toward_W is None else toward_W)
+        toward = centroid if toward_W is None else as_points(toward_W, "toward_W", allow_empty=False)[0]
+        try:
+            n = estimate_front_normal(link, toward)
+        except ValueError:
+            # No link points, or a few scattered ones (the part at the view's edge) that fit no vertical plane:
+            # no front to approach yet. Raised, it ended a TidyIntoDrawer episode (test seed 8: 14 link points).
+            return []
 
     approach = -n
     e_h = np.cross(Z_W, n)  # horizontal, in the front's plane

@@ -181,7 +181,8 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     lateral = np.array([-out[1], out[0], 0.0])
     along = p @ out
     front = float(along.max())
-    behind = p[along < front - front_depth_m]
+    panel = along >= front - front_depth_m
+    behind = p[~panel]
     if len(behind) < min_floor_points:
         raise PlaceTargetError(f"drawer: {len(behind)} points behind its front, need {min_floor_points}: closed or "
                                "seen from the front only")
@@ -196,7 +197,7 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     floor_z = float(np.median(floor[:, 2]))
     walls = behind[behind[:, 2] > z_floor + floor_band_m]
     rim_z = float(np.percentile(walls[:, 2], 98)) if len(walls) else z_floor
-    front_top_z = float(np.percentile(p[along >= front - front_depth_m, 2], 98))
+    front_top_z = float(np.percentile(p[panel, 2], 98))
     centre_xy = 0.5 * (a_lo + a_hi) * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
     front_xy = front * out[:2] + 0.5 * (b_lo + b_hi) * lateral[:2]
     return DrawerInterior(np.array([centre_xy[0], centre_xy[1], floor_z]), out, lateral,

@@ -16,6 +16,7 @@ from handleit.perception.grasp_predictors import (
     register_grasp_predictor,
     unregister_grasp_predictor,
 )
+from handleit.perception.point_cloud import estimate_front_normal
 from handleit.types import Grasp
 
 
@@ -136,5 +137,5 @@ def test_antipodal_offers_nothing_where_the_link_points_fit_no_front():
     masks = {"target_handle": np.r_[np.ones(30, bool), np.zeros(14, bool)],
              "target_link": np.r_[np.zeros(30, bool), np.ones(14, bool)]}
     with pytest.raises(ValueError, match="no vertical plane"):
-        grasp_predictors.estimate_front_normal(link, [0.0, 0.0, 0.5])
+        estimate_front_normal(link, [0.0, 0.0, 0.5])
     assert get_grasp_predictor("antipodal").predict(points, masks, X_WB=np.eye(4)) == []

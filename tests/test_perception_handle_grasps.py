@@ -214,6 +214,17 @@ def test_too_wide_or_empty_gives_no_grasp():
     assert sample_handle_grasps(block, normal_W) == []
 
 
+def test_link_points_that_fit_no_front_give_no_grasp():
+    """No front normal given, and the part seen as a few scattered points: no front to approach, no grasps; an
+    invalid point to orient the normal by is still named."""
+    handle_W, *_ = scene("horizontal_bar")
+    scattered = np.random.default_rng(0).uniform([-0.6, -0.3, 0.2], [-0.1, 0.3, 0.8], (14, 3))
+    assert sample_handle_grasps(handle_W, None, link_points_W=scattered) == []
+    assert sample_handle_grasps(handle_W, None, link_points_W=np.zeros((0, 3))) == []
+    with pytest.raises(ValueError, match="toward_W"):
+        sample_handle_grasps(handle_W, None, link_points_W=scattered, toward_W=[np.nan, 0.0, 0.0])
+
+
 def test_bad_input_names_the_problem():
     handle_W, *_ = scene("horizontal_bar")
     with pytest.raises(ValueError, match="front_normal_W or link_points_W"):
