@@ -55,7 +55,8 @@ def make_goal_solver(goal: str, task: str, model: RobotModel, skills: tuple[Skil
     (:func:`~handleit.behaviors.backchaining.create_goal_tree`) instead of the task's hand-written tree;
     on the single-arm mobile robot. The goal is composed here, so that a goal no skill reaches is refused
     before any episode runs. ``max_attempts``: failed runs allowed per skill and episode (None: each skill's
-    own, ``SkillSpec.max_attempts``). Keyword arguments go to :class:`TreeSolver`."""
+    own, ``SkillSpec.max_attempts``). Keyword arguments go to :class:`TreeSolver`; ``hold_keeps_grip`` is on
+    unless they say otherwise (a held object is carried through checks, plans and hand-offs)."""
     # Refuses what cannot be composed, needs a skill not built, or a bad max_attempts.
     tree_for_goal(goal, skills, tools=None, max_attempts=max_attempts)
 
@@ -63,7 +64,7 @@ def make_goal_solver(goal: str, task: str, model: RobotModel, skills: tuple[Skil
         return create_goal_tree(goal, skills, tools, entity_masks, max_attempts=max_attempts)
 
     blackboard = {**GOAL_BLACKBOARD, **PICK_PLACE_BLACKBOARD, **kwargs.pop("blackboard", {})}
-    solver = TreeSolver(task, model, build, blackboard=blackboard, **kwargs)
+    solver = TreeSolver(task, model, build, blackboard=blackboard, **{"hold_keeps_grip": True, **kwargs})
     solver.name = f"goal:{goal}"
     return solver
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable
@@ -19,8 +20,8 @@ from .camera_calibration_nodes import CalibrateCameras
 from .common import Tools
 from .planning_worker import calibration_worker, planning_worker, segmentation_worker
 from .segment_nodes import Segment, with_segmentation
-from .state_history import StateHistory
 from .solver_tools import TRACKING_GAINS, ToolsSpec, make_tools  # noqa: F401  TRACKING_GAINS: re-exported
+from .state_history import StateHistory
 
 _instances = itertools.count()
 _solvers = itertools.count()
@@ -28,6 +29,18 @@ PLANNING_MODES = ("process", "thread")  # where a real-time plan runs (behaviors
 # A composed tree with a skill out of attempts whose root has failed this many ticks in a row has given up (the
 # predicates it reads change only after 20 ticks in a row, behaviors/predicate_nodes.py).
 GIVE_UP_TICKS = 50
+
+
+def keep_grip(command: Command, gripper_commanded: dict[str, Any]) -> Command:
+    """``command`` with each gripper's "hold" replaced by "close" where that gripper was last commanded to close
+    (``gripper_commanded``: side -> its last command other than "hold"): a closed gripper keeps squeezing."""
+    kept = {side: "close" if _is(g, "hold") and _is(gripper_commanded.get(side), "close") else g
+            for side, g in command.gripper.items()}
+    return command if kept == command.gripper else dataclasses.replace(command, gripper=kept)
+
+
+def _is(command, word: str) -> bool:
+    return isinstance(command, str) and command == word
 
 
 class TreeSolver:
@@ -52,14 +65,22 @@ class TreeSolver:
             ``reset()``; lockstep ignores it.
         calibrate_cameras: start the tree with "calibrate cameras (robot seen)" (behaviors/camera_calibration_nodes.py:
             each camera's pose error read off the robot in its view); False for cameras known to be calibrated.
+        hold_keeps_grip: a gripper last commanded to close keeps closing where a tick says "hold" (or nothing acts:
+            a check, a plan in progress, a skill's effects awaited), so that it keeps its grip on what it holds.
+            "hold" is a finger velocity of 0, and the fingers' velocity drive then squeezes with no force: a
+            held object slipped out within 3-20 ticks (TidyIntoDrawer test seed 19, traced on simulator state).
+            On for the composed trees (:func:`~handleit.behaviors.make_goal_solver`); off for the per-task trees,
+            whose figures were measured without it.
     """
 
     def __init__(self, task: str, model: RobotModel, build: Callable[[Tools], py_trees.behaviour.Behaviour],
                  grasp_predictor: str = "antipodal", side: str = "right", sides: tuple[str, ...] = (),
                  blackboard: dict[str, Any] | None = None, segmenter: str = SIMULATOR,
                  segment_target: str = "cabinet_part", segmenter_kwargs: dict[str, Any] | None = None,
-                 realtime: bool = False, planning: str = "process", calibrate_cameras: bool = True):
+                 realtime: bool = False, planning: str = "process", calibrate_cameras: bool = True,
+                 hold_keeps_grip: bool = False):
         self.name, self.task, self.model, self.build = "bt", task, model, build
+        self.hold_keeps_grip = hold_keeps_grip
         self.realtime, self.planning = realtime, planning
         self.calibrate_cameras = calibrate_cameras
         self.segmenter_name = segmenter
@@ -148,6 +169,8 @@ class TreeSolver:
         command = self.bb.command
         if command is None:  # nothing acted this tick (e.g. the tree ended): hold still
             command = Command(qvel=np.zeros(len(self.model.joint_names)), gripper={s: "hold" for s in self.sides})
+        if self.hold_keeps_grip:
+            command = keep_grip(command, self.bb.gripper_commanded)
         # Each gripper's last command that moved it ("hold" keeps the fingers where they are): the gripper's
         # state, for the predicates that read what the fingers closed on.
         self.bb.gripper_commanded.update({s: g for s, g in command.gripper.items() if not (isinstance(g, str)

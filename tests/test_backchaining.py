@@ -507,7 +507,7 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
     hold, InsideOf does; once the cube is hidden (the drawer's box out of view), InsideOf is remembered."""
     from types import SimpleNamespace
 
-    from handleit.behaviors.predicate_nodes import PerceivePredicates
+    from handleit.behaviors.predicate_nodes import FINGERS_STILL_TICKS, PerceivePredicates
     from handleit.types import Observation
     from tests.test_perception_predicates import _box_surface, _drawer
 
@@ -568,28 +568,83 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
     with pytest.raises(ValueError, match="stable_ticks"):
         PerceivePredicates("perceive predicates", tools, goal, stable_ticks=0)
     # The fingers stand still 36 mm apart, the object nowhere in view: held, when the gripper was last told to
-    # close (the solver's gripper_commanded) and the object was last seen at the hand; not otherwise.
-    def fingers_on(visible_points, visible_masks, t):
+    # close (the solver's gripper_commanded) and the object was last seen at the hand; not otherwise. Still: their
+    # gap steady over FINGERS_STILL_TICKS ticks, whatever their measured velocities (squeezing, they chatter).
+    def fingers_on(visible_points, visible_masks, t, gap_m=0.036):
+        chatter = np.array([0.33, 0.33]) * (1 if int(round(t * 100)) % 2 else -1)
         return Observation(t, visible_points, np.zeros_like(visible_points, dtype=np.uint8), visible_masks, "world",
-                           obs.joint_names, np.array([0.018, 0.018]), np.zeros(2), X_WB, {"right": X_WT})
+                           obs.joint_names, np.array([gap_m / 2, gap_m / 2]), chatter, X_WB, {"right": X_WT})
+
+    def tick(node, make, start_s, ticks=FINGERS_STILL_TICKS):
+        for k in range(ticks):
+            bb.observation = make(start_s + 0.01 * k)
+            node.tick_once()
 
     held = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
-    bb.observation = fingers_on(points[: n_part + n_body], hidden, 0.02)  # the cube last seen in the drawer
     bb.gripper_commanded = {"right": "close"}
-    held.tick_once()
+    tick(held, lambda t: fingers_on(points[: n_part + n_body], hidden, t), 0.02)  # the cube last seen in the drawer
     assert not bb.predicates[goal[4]].holds and not bb.predicates[goal[3]].holds  # the fingers on something else
     at_hand = _box_surface([-1.015, -0.015, 0.985], [-0.985, 0.015, 1.015], 200) + np.array([-0.05, 0.0, 0.0])
     seen = np.concatenate([points[: n_part + n_body], at_hand]).astype(np.float32)
     masks_seen = {k: np.concatenate([v, np.zeros(len(at_hand), bool)]) for k, v in hidden.items()}
     masks_seen["object"][n_part + n_body:] = True
     bb.gripper_commanded = {"right": 0.05}
-    bb.observation = fingers_on(seen, masks_seen, 0.03)
-    held.tick_once()
+    tick(held, lambda t: fingers_on(seen, masks_seen, t), 0.1)
     assert not bb.predicates[goal[4]].holds  # not told to close: nothing between the fingers, not held
     bb.gripper_commanded = {"right": "close"}
-    held.tick_once()
+    closing = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
+    tick(closing, lambda t: fingers_on(seen, masks_seen, t, gap_m=0.036 - 0.1 * (t - 0.2)), 0.2)
+    assert not bb.predicates[goal[4]].holds  # still closing (1 mm a tick): not yet on anything
+    tick(held, lambda t: fingers_on(seen, masks_seen, t), 0.3)
     assert bb.predicates[goal[4]].holds and "at the hand" in bb.predicates[goal[4]].evidence
-    bb.observation = fingers_on(points[: n_part + n_body], hidden, 0.04)  # then hidden by the hand
+    bb.observation = fingers_on(points[: n_part + n_body], hidden, 0.4)  # then hidden by the hand
     held.tick_once()
     assert bb.predicates[goal[4]].holds and "not in view" in bb.predicates[goal[4]].evidence
     assert not bb.predicates[goal[3]].holds
+
+
+def test_a_composed_tree_keeps_its_grip_where_a_tick_holds_or_nothing_acts():
+    """A gripper last told to close keeps closing where a tick says "hold" or sends nothing (a check, a plan in
+    progress, a skill's effects awaited): "hold" is a finger velocity of 0, with which the fingers' velocity
+    drive lets a held object slip out. On for composed trees, off for the per-task trees."""
+    from handleit.behaviors import make_goal_solver, make_tree_solver
+    from handleit.behaviors.common import Skill
+    from handleit.behaviors.tree_solver import TreeSolver, keep_grip
+    from handleit.types import Command
+
+    hold = Command(np.zeros(3), {"right": "hold", "left": "hold"})
+    assert keep_grip(hold, {"right": "close", "left": "open"}).gripper == {"right": "close", "left": "hold"}
+    for last in ({"right": "open"}, {"right": 0.04}, {}):
+        assert keep_grip(hold, last) is hold
+    opened = Command(np.zeros(3), {"right": "open"})
+    assert keep_grip(opened, {"right": "close"}) is opened
+
+    robot = _sim(10)
+    assert make_goal_solver("Open(drawer)", "OpenCabinetDrawer", robot.model).hold_keeps_grip
+    assert not make_tree_solver("OpenCabinetDrawer", robot.model).hold_keeps_grip
+
+    class Send(Skill):
+        def __init__(self, name, tools, gripper, ticks):
+            super().__init__(name, tools, writes=("command",))
+            self.gripper, self.ticks, self.count = gripper, ticks, 0
+
+        def update(self):  # ``ticks`` ticks sending ``gripper`` (None: nothing), then SUCCESS sending nothing
+            self.count += 1
+            if self.count > self.ticks:
+                return Status.SUCCESS
+            if self.gripper is not None:
+                self.send(np.zeros(len(self.tools.model.joint_names)), self.gripper)
+            return Status.RUNNING
+
+    def build(tools):  # close for 2 ticks, then a planner's "hold" for 2, then nothing acts, then open
+        return py_trees.composites.Sequence("test", memory=True, children=[
+            Send("close", tools, "close", 2), Send("plan", tools, "hold", 2), Send("check", tools, None, 2),
+            Send("open", tools, "open", 1), Send("hold open", tools, "hold", 2)])
+
+    for keeps, expected in ((True, ["close"] * 6 + ["open", "hold", "hold"]),
+                            (False, ["close"] * 2 + ["hold"] * 4 + ["open", "hold", "hold"])):
+        solver = TreeSolver("OpenCabinetDrawer", robot.model, build, calibrate_cameras=False, hold_keeps_grip=keeps)
+        observation = robot.reset(seed=0)
+        solver.reset(observation)
+        sent = [solver.step(observation).gripper[solver.side] for _ in expected]
+        assert sent == expected, (keeps, sent)
