@@ -593,8 +593,8 @@ def test_perceive_predicates_from_a_synthetic_cloud_and_remembers_what_it_cannot
     assert not bb.predicates[goal[4]].holds  # not told to close: nothing between the fingers, not held
     bb.gripper_commanded = {"right": "close"}
     closing = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
-    tick(closing, lambda t: fingers_on(seen, masks_seen, t, gap_m=0.036 - 0.1 * (t - 0.2)), 0.2)
-    assert not bb.predicates[goal[4]].holds  # still closing (1 mm a tick): not yet on anything
+    tick(closing, lambda t: fingers_on(seen, masks_seen, t, gap_m=0.036 - 0.2 * (t - 0.2)), 0.2)
+    assert not bb.predicates[goal[4]].holds  # still closing (2 mm a tick): not yet on anything
     tick(held, lambda t: fingers_on(seen, masks_seen, t), 0.3)
     assert bb.predicates[goal[4]].holds and "at the hand" in bb.predicates[goal[4]].evidence
     bb.observation = fingers_on(points[: n_part + n_body], hidden, 0.4)  # then hidden by the hand
