@@ -57,6 +57,11 @@ OPEN_HOLD_FRACTION = 0.8  # a part believed Open is Open down to this fraction o
 # each, the gap shrinks 4 mm a tick.
 FINGERS_STILL_M = 0.003
 FINGERS_STILL_TICKS = 5
+# An object unseen since the fingers clamped (the hand hides it) is held when, last seen, it lay within this of where
+# they clamped (the tool centre's place when they came to stand still): a flat object grasped from above was hidden by
+# the hand before the hand reached it, and was not believed held after its lift (TidyIntoDrawer test seed 6). A
+# drawer's handle stands off the front, and the front's wall and the finger room lie between it and the object.
+SEEN_AT_CLAMP_M = 0.05
 GOAL_BLACKBOARD: dict[str, Any] = {"predicates": None, "part_opening_m": None, "part_travel_m": None}
 
 
@@ -89,6 +94,8 @@ class PerceivePredicates(Skill):
         self.against: dict[Predicate, int] = {}  # ticks in a row perception has said the opposite of the belief
         self.last_seen_at_hand: dict[str, bool] = {}  # entity -> its points, when last in view, at the hand
         self.gaps: deque[float] = deque(maxlen=FINGERS_STILL_TICKS)  # the finger gap (m) of the last ticks
+        self.last_points: dict[str, np.ndarray] = {}  # entity -> its points when last in view
+        self.p_W_clamp: np.ndarray | None = None  # the tool centre where the fingers came to stand still, closed
 
     def _points(self, obs: Observation, entity: str) -> np.ndarray | None:
         mask = _mask(obs, self.entity_masks.get(entity, entity))
@@ -153,8 +160,9 @@ class PerceivePredicates(Skill):
             at_hand = object_at_hand(points, X_WT)
             if at_hand is not None:
                 self.last_seen_at_hand[p.args[0]] = at_hand
+                self.last_points[p.args[0]] = points
             return evaluate_grasped(gap, self.tools.model.gripper_max_opening_m, points, X_WT, held_apart,
-                                    self.last_seen_at_hand.get(p.args[0], False))
+                                    self.last_seen_at_hand.get(p.args[0], False) or self._seen_at_clamp(p.args[0]))
         a, b = (self._points(obs, e) for e in p.args)
         if a is None or b is None:
             missing = p.args[0] if a is None else p.args[1]
@@ -167,6 +175,13 @@ class PerceivePredicates(Skill):
         if p.name == "OnTopOf":
             return evaluate_on_top_of(a, b)
         raise ValueError(f"no perception for predicate {p}")
+
+    def _seen_at_clamp(self, entity: str) -> bool:
+        """The entity's points, when last in view, lay within SEEN_AT_CLAMP_M of where the fingers clamped."""
+        points = self.last_points.get(entity)
+        if self.p_W_clamp is None or points is None:
+            return False
+        return bool(np.min(np.linalg.norm(points - self.p_W_clamp, axis=1)) <= SEEN_AT_CLAMP_M)
 
     def _held_apart(self, obs: Observation) -> bool:
         """The tree's arm's gripper was last commanded to close ("hold" since keeps it so) and its fingers stand
@@ -192,6 +207,10 @@ class PerceivePredicates(Skill):
         obs: Observation = self.bb.observation
         if self.tools.side in obs.X_WT:
             self.gaps.append(finger_gap_m(obs, self.tools))
+            if not self._held_apart(obs):
+                self.p_W_clamp = None
+            elif self.p_W_clamp is None:
+                self.p_W_clamp = np.asarray(obs.X_WT[self.tools.side], dtype=np.float64)[:3, 3].copy()
         values, openings = {}, {}
         for p in self.predicates:
             result = self.evaluate(obs, p, openings)
