@@ -648,3 +648,47 @@ def test_a_composed_tree_keeps_its_grip_where_a_tick_holds_or_nothing_acts():
         solver.reset(observation)
         sent = [solver.step(observation).gripper[solver.side] for _ in expected]
         assert sent == expected, (keeps, sent)
+
+
+def test_an_object_hidden_by_the_hand_before_it_reached_it_is_held_where_the_fingers_clamped():
+    """A flat object grasped from above: seen lying, hidden by the hand as it came down, never seen after. Held
+    once the fingers clamped within 5 cm of where it was last seen, and still after the lift; not where they
+    clamped farther from it (a drawer's handle, the object behind the drawer's front)."""
+    from types import SimpleNamespace
+
+    from handleit.behaviors.predicate_nodes import FINGERS_STILL_TICKS, PerceivePredicates
+    from handleit.types import Observation
+    from tests.test_perception_predicates import _box_surface
+
+    plate = _box_surface([0.45, -0.05, 0.40], [0.55, 0.05, 0.42], 300).astype(np.float32)
+    none = np.zeros((0, 3), np.float32)
+    goal = (parse_predicate("Grasped(object)"), parse_predicate("HandEmpty()"))
+
+    def observe(points, tcp_W, gap_m, t):
+        X_WT = np.eye(4)
+        X_WT[:3, 3] = tcp_W
+        masks = {"object": np.ones(len(points), bool), "robot": np.zeros(len(points), bool)}
+        return Observation(t, points, np.zeros_like(points, dtype=np.uint8), masks, "world", ("f1", "f2"),
+                           np.array([gap_m / 2, gap_m / 2]), np.zeros(2), np.eye(4), {"right": X_WT})
+
+    for clamp_W, held in (([0.5, 0.0, 0.44], True), ([0.5, 0.0, 0.52], False)):
+        namespace = f"/clamp_test_{held}"
+        tools = SimpleNamespace(namespace=namespace, side="right", finger_indices={"right": np.array([0, 1])},
+                                model=SimpleNamespace(gripper_max_opening_m=0.08), failures=[], failure_reasons=[])
+        node = PerceivePredicates("perceive predicates", tools, goal, stable_ticks=1)
+        bb = py_trees.blackboard.Client(name="test", namespace=namespace)
+        for key in ("observation", "front_normal_W", "open_state", "part_travel_m", "predicates", "part_opening_m",
+                    "gripper_commanded"):
+            bb.register_key(key, access=Access.WRITE)
+            bb.set(key, None)
+        bb.gripper_commanded = {"right": "open"}
+        bb.observation = observe(plate, [0.5, 0.0, 0.7], 0.08, 0.0)  # seen lying, the open hand above it
+        node.tick_once()
+        bb.gripper_commanded = {"right": "close"}
+        for k in range(FINGERS_STILL_TICKS + 1):  # hidden by the hand; the fingers clamp on it, 41 mm apart
+            bb.observation = observe(none, clamp_W, 0.041, 0.01 * (k + 1))
+            node.tick_once()
+        assert bb.predicates[goal[0]].holds == held, bb.predicates[goal[0]].evidence
+        bb.observation = observe(none, np.add(clamp_W, [0.0, 0.0, 0.15]), 0.041, 0.2)  # lifted, still hidden
+        node.tick_once()
+        assert bb.predicates[goal[0]].holds == held and not bb.predicates[goal[1]].holds
