@@ -96,6 +96,7 @@ class PerceivePredicates(Skill):
         self.gaps: deque[float] = deque(maxlen=FINGERS_STILL_TICKS)  # the finger gap (m) of the last ticks
         self.last_points: dict[str, np.ndarray] = {}  # entity -> its points when last in view
         self.p_W_clamp: np.ndarray | None = None  # the tool centre where the fingers came to stand still, closed
+        self.held_apart = False  # this tick: the fingers closed on something (see _fingers_held_apart)
 
     def _points(self, obs: Observation, entity: str) -> np.ndarray | None:
         mask = _mask(obs, self.entity_masks.get(entity, entity))
@@ -149,11 +150,10 @@ class PerceivePredicates(Skill):
             gap = finger_gap_m(obs, self.tools)
             if X_WT is None:
                 return PredicateEvidence(False, f"no tool pose of arm {side!r}", observed=False)
-            held_apart = self._held_apart(obs)
             if p.name == "HandEmpty":
                 robot = _mask(obs, "robot")
                 others = obs.points if robot is None else obs.points[~robot]
-                return evaluate_hand_empty(gap, others, X_WT, held_apart)
+                return evaluate_hand_empty(gap, others, X_WT, self.held_apart)
             points = self._points(obs, p.args[0])
             if points is None:
                 return PredicateEvidence(False, f"no mask for {p.args[0]!r}", observed=False)
@@ -161,7 +161,7 @@ class PerceivePredicates(Skill):
             if at_hand is not None:
                 self.last_seen_at_hand[p.args[0]] = at_hand
                 self.last_points[p.args[0]] = points
-            return evaluate_grasped(gap, self.tools.model.gripper_max_opening_m, points, X_WT, held_apart,
+            return evaluate_grasped(gap, self.tools.model.gripper_max_opening_m, points, X_WT, self.held_apart,
                                     self.last_seen_at_hand.get(p.args[0], False) or self._seen_at_clamp(p.args[0]))
         a, b = (self._points(obs, e) for e in p.args)
         if a is None or b is None:
@@ -183,7 +183,7 @@ class PerceivePredicates(Skill):
             return False
         return bool(np.min(np.linalg.norm(points - self.p_W_clamp, axis=1)) <= SEEN_AT_CLAMP_M)
 
-    def _held_apart(self, obs: Observation) -> bool:
+    def _fingers_held_apart(self) -> bool:
         """The tree's arm's gripper was last commanded to close ("hold" since keeps it so) and its fingers stand
         still (their gap over the last ticks): what the gap then is, it closed on."""
         commanded = (self.bb.gripper_commanded or {}).get(self.tools.side)
@@ -205,9 +205,10 @@ class PerceivePredicates(Skill):
 
     def update(self) -> Status:
         obs: Observation = self.bb.observation
-        if self.tools.side in obs.X_WT:
+        if obs.X_WT.get(self.tools.side) is not None:
             self.gaps.append(finger_gap_m(obs, self.tools))
-            if not self._held_apart(obs):
+            self.held_apart = self._fingers_held_apart()
+            if not self.held_apart:
                 self.p_W_clamp = None
             elif self.p_W_clamp is None:
                 self.p_W_clamp = np.asarray(obs.X_WT[self.tools.side], dtype=np.float64)[:3, 3].copy()

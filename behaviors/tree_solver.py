@@ -173,8 +173,7 @@ class TreeSolver:
             command = keep_grip(command, self.bb.gripper_commanded)
         # Each gripper's last command that moved it ("hold" keeps the fingers where they are): the gripper's
         # state, for the predicates that read what the fingers closed on.
-        self.bb.gripper_commanded.update({s: g for s, g in command.gripper.items() if not (isinstance(g, str)
-                                                                                         and g == "hold")})
+        self.bb.gripper_commanded.update({s: g for s, g in command.gripper.items() if not _is(g, "hold")})
         self.step_times_s.append(time.perf_counter() - start)
         return command
 
