@@ -403,18 +403,24 @@ class ApproachStandoff(Skill):
                 self.latched = (route, yaw)
                 self.waypoint, self.best, self.since_best = 0, math.inf, 0
         waypoint = min(getattr(self, "waypoint", 0), len(route) - 1)
+        distance = float(np.linalg.norm(obs.qpos[i[:2]] - route[waypoint]))
+        if waypoint < len(route) - 1 and distance < WAYPOINT_REACHED_M:
+            # Passed: on to the next waypoint, this tick. Its distance is what the blocked check below compares
+            # with from now on; the passed waypoint's (under 0.15 m) counted every later tick of a long leg as no
+            # progress, and the drive failed "blocked" 3 s into any leg not done by then, at 0.7 m/s, 0.61 m short
+            # (TidyIntoDrawer test seed 7, traced: benchmarks/base_blocked_trace.py).
+            waypoint += 1
+            self.waypoint, self.best, self.since_best = waypoint, math.inf, 0
+            distance = float(np.linalg.norm(obs.qpos[i[:2]] - route[waypoint]))
         xy = route[waypoint]
         yaw_now = float(obs.qpos[i[2]])
         yaw = yaw_now + math.remainder(yaw - yaw_now, 2 * math.pi)
         q_target = self.q_hold.copy()
         q_target[i[0]], q_target[i[1]], q_target[i[2]] = xy[0], xy[1], yaw
-        distance = float(np.linalg.norm(obs.qpos[i[:2]] - xy))
         turn = abs(yaw - yaw_now)
         self.feedback_message = (f"{distance:.2f} m, {math.degrees(turn):.0f} deg from "
                                  + (f"waypoint {waypoint + 1} of {len(route)}" if len(route) > 1 else "the stand-off"))
-        if waypoint < len(route) - 1 and distance < WAYPOINT_REACHED_M:
-            self.waypoint, self.best, self.since_best = waypoint + 1, math.inf, 0
-        elif waypoint == len(route) - 1 and distance < STANDOFF_TOLERANCE_M and turn < STANDOFF_TOLERANCE_RAD:
+        if waypoint == len(route) - 1 and distance < STANDOFF_TOLERANCE_M and turn < STANDOFF_TOLERANCE_RAD:
             return Status.SUCCESS
         if self.latched is not None:
             # Blocked: the base gets no nearer its waypoint (planar distance and turn) while it is not reached.

@@ -7,22 +7,12 @@ import sys
 
 import numpy as np
 import py_trees
+from long_horizon_episode import start_episode
 
-import handleit.envs
-from handleit.harness.evaluation import episode_specs
-from handleit.harness.sim_robot import SimRobot
-from handleit.harness.solvers import make_solver
 from handleit.predicates import Predicate
 
-GOALS = {"TidyIntoDrawer": "goal:InsideOf(object, drawer) & Closed(drawer)",
-         "SetTable": "goal:OnTopOf(object, table) & Closed(drawer)"}
 task, seed, last_step = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-spec = [s for s in episode_specs(task, "test", seed + 1, GOALS[task], 3000) if s.index == seed][0]
-env = handleit.envs.make(task, obs_mode="pointcloud", max_episode_steps=3000, split="test")
-robot = SimRobot(env, sim_masks=True)
-obs = robot.reset(seed=spec.seed, options={"model_id": spec.model_id})
-solver = make_solver(spec.solver, task, robot.model, segmenter="simulator")
-solver.reset(obs)
+env, robot, obs, solver = start_episode(task, seed)
 u = env.unwrapped
 G, HE = Predicate("Grasped", ("object",)), Predicate("HandEmpty", ())
 store = py_trees.blackboard.Blackboard.storage

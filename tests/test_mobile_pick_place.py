@@ -534,3 +534,44 @@ def test_the_pick_skill_clears_the_hand_before_it_drives(model):
     order = [names.index(n) for n in ("forget the last pick", "plan back-off (IK)", "back off", "plan tuck (IK)",
                                       "tuck arm", "drive to the object in time?")]
     assert order == sorted(order) and "clear the hand" in names, names
+
+
+def test_a_drive_round_the_cabinet_is_not_called_blocked_on_a_long_leg(model):
+    """The base carries an object to the table's stand-off round a cabinet: legs of 2.4-2.8 m after the first,
+    each longer than the blocked check's 300 steps at the carrying speed. The base follows its commands
+    (integrated here, no obstacle): the drive reaches the stand-off and never fails "blocked" (it did once a
+    waypoint was passed, measured against the passed waypoint's distance: TidyIntoDrawer test seed 7)."""
+    from handleit.behaviors.mobile_pick_nodes import BLOCKED_STEPS, ApproachStandoff
+    from handleit.perception.place_targets import Footprint, TableTop
+
+    solver = TreeSolver("TidyIntoDrawer", model, lambda tools: ApproachStandoff("drive to the table", tools, "table",
+                                                                                  "close"),
+                        blackboard={**PICK_BLACKBOARD, **MOBILE_PICK_BLACKBOARD}, calibrate_cameras=False)
+    obs = _empty_observation(model)
+    base = np.array([model.joint_names.index(n) for n in model.base_joint_names[:3]])
+    obs.qpos[base] = [-4.0, 0.0, 0.0]
+    solver.reset(obs)
+    axes = np.eye(2)
+    solver.bb.set("table_top", TableTop(center_W=np.array([5.0, 0.0, 0.7]), axes_W=axes,
+                                        half_extent_m=np.array([0.5, 0.4]), height_z=0.7,
+                                        normal_W=np.array([0.0, 0.0, 1.0])), overwrite=True)
+    solver.bb.set("cabinet_footprint", (Footprint(np.array([0.0, 0.0]), axes, np.array([0.3, 0.5])), 500),
+                  overwrite=True)
+    dt, q, waypoints = model.control_dt_s, obs.qpos.copy(), set()
+    node = solver.root if isinstance(solver.root, ApproachStandoff) else next(
+        n for n in solver.root.iterate() if isinstance(n, ApproachStandoff))
+    for step in range(5000):
+        X_WB = np.eye(4)
+        X_WB[:3, :3] = _rot(q[base[2]])
+        X_WB[:2, 3] = q[base[:2]]
+        obs = Observation(**{**obs.__dict__, "qpos": q.copy(), "X_WB": X_WB, "time_s": step * dt})
+        command = solver.step(obs)
+        if node.status != py_trees.common.Status.RUNNING:
+            break
+        waypoints.add(node.feedback_message.split("from ")[-1])
+        q = q + dt * command.qvel
+        obs = Observation(**{**obs.__dict__, "qvel": command.qvel})
+    assert node.status == py_trees.common.Status.SUCCESS, (node.feedback_message, solver.tools.failure_reasons)
+    assert len(waypoints) >= 2  # it went round: more than one leg
+    assert step > 2 * BLOCKED_STEPS  # long legs, as in the episodes
+    np.testing.assert_allclose(q[base[:2]], [5.0 - 0.5 - 0.95, 0.0], atol=0.1)  # off the table's near edge
