@@ -1,9 +1,11 @@
 """Trace only: each failure and skill hand-off, and, while a composed tree's base drive ("drive to the drawer",
-"drive to the object", ...) runs, every 25 steps the base's pose and velocity, the node's message and what the
+"drive to the object", ...) runs, every 10 steps the base's pose and velocity, the node's message and what the
 robot's links touch (SAPIEN's contacts: ground truth, read here only, never by the tree), on one test
 episode of TidyIntoDrawer or SetTable.
 
-    .venv/bin/python benchmarks/base_blocked_trace.py TidyIntoDrawer 7 [LAST_STEP]
+    .venv/bin/python benchmarks/base_blocked_trace.py TidyIntoDrawer 7 [LAST_STEP] [NODES]
+
+NODES: the watched nodes, comma-separated name prefixes (default "drive to the "; e.g. "drive over it,arm over it").
 """
 import sys
 
@@ -13,6 +15,7 @@ from long_horizon_episode import start_episode
 
 task, seed = sys.argv[1], int(sys.argv[2])
 last_step = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
+watched = tuple(sys.argv[4].split(",")) if len(sys.argv) > 4 else ("drive to the ",)
 env, robot, obs, solver = start_episode(task, seed)
 u = env.unwrapped
 robot_entities = {link.entity for link in u.robot.articulation.links}
@@ -25,9 +28,9 @@ while not robot.done and robot.steps < last_step:
     for e in solver.tools.handoffs[handoffs:]:
         print(robot.steps, "HANDOFF", e["skill"], e["event"], e.get("failure", ""))
     reasons, handoffs = len(solver.tools.failure_reasons), len(solver.tools.handoffs)
-    drives = [n for n in solver.root.iterate() if n.name.startswith("drive to the ")
+    drives = [n for n in solver.root.iterate() if n.name.startswith(watched)
               and not n.name.endswith("?") and n.status == py_trees.common.Status.RUNNING]
-    if drives and robot.steps % 25 == 0:
+    if drives and robot.steps % 10 == 0:
         touching = {}
         for contact in u.scene.get_contacts():
             e0, e1 = contact.bodies[0].entity, contact.bodies[1].entity
