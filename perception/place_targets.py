@@ -25,13 +25,6 @@ TABLE_TOP_BAND_M = 0.015  # points this close below the highest dense layer are 
 MIN_DRAWER_FLOOR_POINTS = 20  # fewer floor points: the drawer's inside is not seen (closed, or out of view)
 DRAWER_FRONT_DEPTH_M = 0.03  # the front panel's thickness and its reveal: points this close to the front are the front
 DRAWER_FLOOR_BAND_M = 0.012  # floor points lie this close above the lowest layer inside the box
-# A drawer part's points this close to a handle point are the handle's (a part's mask can hold its handle): not the
-# front panel. With them the handle's outer face was taken for the front, the panel for the box behind it, and the
-# panel's bottom edge for a floor 3 mm deep (TidyIntoDrawer test seed 48, dumped by benchmarks/drawer_interior_dump.py).
-HANDLE_POINT_M = 0.003
-# A floor layer shallower than this along outward is no floor but a wall's foot (the floor hidden behind the front
-# panel, a drawer at 0.9 m seen from 1.5 m): the opening then runs from the box's back to the panel's inner face.
-MIN_FLOOR_DEPTH_M = 0.05
 ABOVE_PLANE_M = 0.01  # points this far above the table's plane (within its rectangle) stand on it: obstacles
 
 
@@ -170,15 +163,10 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     front panel's points, its top). PlaceTargetError: no direction, or too few floor points (a closed drawer shows
     its front only)."""
     p = as_points(drawer_points_W, "drawer_points_W")
-    has_handle = handle_points_W is not None and len(handle_points_W) > 0
-    if has_handle and len(p):  # the handle's own points, where the part's mask holds them, are not the front
-        handle_tree = cKDTree(as_points(handle_points_W, "handle_points_W"))
-        distance, _ = handle_tree.query(p, distance_upper_bound=HANDLE_POINT_M)
-        p = p[~np.isfinite(distance)]
     if len(p) < min_floor_points:
         raise PlaceTargetError(f"drawer: {len(p)} points, need {min_floor_points} (not in view?)")
     if outward_W is None:
-        if not has_handle:
+        if handle_points_W is None or len(handle_points_W) == 0:
             raise PlaceTargetError("drawer: no outward direction and no handle points to find its front")
         outward_W = np.asarray(handle_points_W, dtype=np.float64).mean(axis=0) - p.mean(axis=0)
     rough = np.array([outward_W[0], outward_W[1]], dtype=np.float64)
@@ -207,17 +195,6 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     a_lo, a_hi = np.percentile(a, [2, 98])
     b_lo, b_hi = np.percentile(b, [2, 98])
     floor_z = float(np.median(floor[:, 2]))
-    if a_hi - a_lo < MIN_FLOOR_DEPTH_M:
-        # The floor is hidden: what lies lowest is the back wall's foot. The box reaches from its back to the
-        # panel's inner face, as wide as its walls; its floor lies at most as high as the lowest point seen inside
-        # it, which is taken for it (an object let go over it drops a little further).
-        inside = behind @ out
-        a_lo, a_hi = float(np.percentile(inside, 2)), front - front_depth_m
-        b_lo, b_hi = np.percentile(behind @ lateral, [2, 98])
-        floor_z = float(behind[:, 2].min())
-        if a_hi - a_lo < MIN_FLOOR_DEPTH_M:
-            raise PlaceTargetError(f"drawer: its box seen {100 * (a_hi - a_lo):.1f} cm deep behind its front, need "
-                                   f"{100 * MIN_FLOOR_DEPTH_M:.0f}: closed or seen from the front only")
     walls = behind[behind[:, 2] > z_floor + floor_band_m]
     rim_z = float(np.percentile(walls[:, 2], 98)) if len(walls) else z_floor
     front_top_z = float(np.percentile(p[panel, 2], 98))

@@ -13,7 +13,6 @@ import pytest
 
 import handleit.envs
 from handleit.behaviors.mobile_pick_nodes import (
-    DRAWER_MARGIN_M,
     MOBILE_PICK_BLACKBOARD,
     RETREAT_M,
     PerceivePlaceRegion,
@@ -577,28 +576,3 @@ def test_a_drive_round_the_cabinet_is_not_called_blocked_on_a_long_leg(model):
     assert step > 2 * BLOCKED_STEPS  # long legs, as in the episodes
     np.testing.assert_allclose(q[base[:2]], [5.0 - 0.5 - 0.95, 0.0], atol=0.1)  # off the table's near edge
 
-
-def test_drawer_interior_with_its_handle_in_the_parts_points_and_its_floor_hidden():
-    """A drawer at 0.9 m seen from above its front: its floor hidden behind the front panel, only the back wall and
-    the walls' tops in view, and the part's points holding its handle's (as the simulator's mask does). The handle
-    is not taken for the front, the panel's bottom edge not for a floor: the opening is the box from its back to the
-    panel's inner face, the floor at most as high as the lowest point seen inside."""
-    yaw, centre, floor_z = -0.4, (0.5, 1.0), 0.88
-    a, b, h = 0.20, 0.25, 0.10
-    parts = [_box_face([-a, -b, 0.04], [-a, b, h], 500),  # the back wall, its foot hidden too
-             _box_face([-a, -b, h - 0.01], [a, -b, h], 60), _box_face([-a, b, h - 0.01], [a, b, h], 60),  # wall tops
-             _box_face([a + 0.02, -b - 0.01, -0.03], [a + 0.02, b + 0.01, 0.13], 1500)]  # the front panel's face
-    handle = _box_face([a + 0.05, -0.05, 0.05], [a + 0.06, 0.05, 0.06], 60)
-    R, shift = _rot(yaw), np.array([centre[0], centre[1], floor_z])
-    handle_W = handle @ R.T + shift
-    part_W = np.vstack([*parts, handle]) @ R.T + shift
-    interior = estimate_drawer_interior(part_W, handle_points_W=handle_W)
-    assert abs(interior.outward_W @ np.array([math.cos(yaw), math.sin(yaw), 0.0]) - 1.0) < 1e-3
-    # From the back (-0.20) to the panel's inner face (its front 0.22 less the 3 cm panel band): 0.39 m.
-    assert interior.size_m[0] == pytest.approx(0.39, abs=0.02)
-    assert interior.size_m[1] == pytest.approx(0.50, abs=0.03)
-    assert floor_z <= interior.floor_z <= floor_z + 0.045  # the back wall's lowest point seen, over the true floor
-    assert interior.fits(np.array([0.09, 0.12]), DRAWER_MARGIN_M)
-    # The same drawer without its handle's points: the same opening.
-    without = estimate_drawer_interior(np.vstack(parts) @ R.T + shift, handle_points_W=handle_W)
-    np.testing.assert_allclose(without.size_m, interior.size_m, atol=0.01)
