@@ -25,6 +25,11 @@ TABLE_TOP_BAND_M = 0.015  # points this close below the highest dense layer are 
 MIN_DRAWER_FLOOR_POINTS = 20  # fewer floor points: the drawer's inside is not seen (closed, or out of view)
 DRAWER_FRONT_DEPTH_M = 0.03  # the front panel's thickness and its reveal: points this close to the front are the front
 DRAWER_FLOOR_BAND_M = 0.012  # floor points lie this close above the lowest layer inside the box
+# A drawer part's points this close to a handle point are the handle's (a part's mask can hold its handle): not the
+# front panel. With them the handle's outer face was taken for the front and the panel for the box behind it
+# (TidyIntoDrawer test seeds 11, 43, 48: a fully open drawer's opening 1-3 mm deep, every place refused).
+HANDLE_POINT_M = 0.003
+MIN_OPENING_DEPTH_M = 0.05  # a box opening shallower than this (along outward) is not seen: closed, or from the front
 ABOVE_PLANE_M = 0.01  # points this far above the table's plane (within its rectangle) stand on it: obstacles
 
 
@@ -157,16 +162,26 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
 
     The outward direction (horizontal, out of the cabinet) is ``outward_W`` when given, else from the box's
     centroid to the handle's (``handle_points_W``), snapped to the nearest side of the points' footprint
-    rectangle. The front panel is what lies within ``front_depth_m`` of
-    the outermost points; behind it, the lowest dense layer is the floor (within ``floor_band_m``), its extent
-    along outward and lateral the visible opening, and the 98th height percentile of the walls the rim (of the
-    front panel's points, its top). PlaceTargetError: no direction, or too few floor points (a closed drawer shows
-    its front only)."""
+    rectangle. The handle's own points (where the part's mask holds them) are left out; the front panel is what
+    lies within ``front_depth_m`` of the outermost points left. Behind it, the lowest dense layer is the floor
+    (within ``floor_band_m``; its median height). The opening runs along outward from the box's back (the
+    farthest points behind the panel) to the panel's inner face, not over the floor seen only: a camera looking
+    over the panel sees the back of the floor, the panel hides its front (TidyIntoDrawer test seed 9: 15 of the
+    box's 41 cm seen), and a drawer at 0.9 m shows no floor at all, only the back wall's foot. Across, it is the
+    floor's extent (the walls', where the floor seen is a line). The rim is the 98th height percentile of the
+    walls; the front panel's top, that of its points. PlaceTargetError: no direction, too few points behind the
+    front or on the floor, or an opening under ``MIN_OPENING_DEPTH_M`` deep (a closed drawer shows its front
+    only)."""
     p = as_points(drawer_points_W, "drawer_points_W")
+    has_handle = handle_points_W is not None and len(handle_points_W) > 0
+    if has_handle and len(p):
+        handle_tree = cKDTree(as_points(handle_points_W, "handle_points_W"))
+        distance, _ = handle_tree.query(p, distance_upper_bound=HANDLE_POINT_M)
+        p = p[~np.isfinite(distance)]
     if len(p) < min_floor_points:
         raise PlaceTargetError(f"drawer: {len(p)} points, need {min_floor_points} (not in view?)")
     if outward_W is None:
-        if handle_points_W is None or len(handle_points_W) == 0:
+        if not has_handle:
             raise PlaceTargetError("drawer: no outward direction and no handle points to find its front")
         outward_W = np.asarray(handle_points_W, dtype=np.float64).mean(axis=0) - p.mean(axis=0)
     rough = np.array([outward_W[0], outward_W[1]], dtype=np.float64)
@@ -190,10 +205,14 @@ def estimate_drawer_interior(drawer_points_W, outward_W=None, handle_points_W=No
     floor = behind[behind[:, 2] <= z_floor + floor_band_m]
     if len(floor) < min_floor_points:
         raise PlaceTargetError(f"drawer: {len(floor)} floor points, need {min_floor_points}")
-    a, b = floor @ out, floor @ lateral
-    # The walls stand on the floor's edges: the opening is the floor's extent (robust percentiles: stray points).
-    a_lo, a_hi = np.percentile(a, [2, 98])
-    b_lo, b_hi = np.percentile(b, [2, 98])
+    # Robust percentiles: stray points.
+    a_lo, a_hi = float(np.percentile(behind @ out, 2)), front - front_depth_m
+    if a_hi - a_lo < MIN_OPENING_DEPTH_M:
+        raise PlaceTargetError(f"drawer: its box seen {100 * (a_hi - a_lo):.1f} cm deep behind its front, need "
+                               f"{100 * MIN_OPENING_DEPTH_M:.0f}: closed or seen from the front only")
+    b_lo, b_hi = np.percentile(floor @ lateral, [2, 98])
+    if b_hi - b_lo < MIN_OPENING_DEPTH_M:  # the floor seen is a line along outward: the walls say how wide
+        b_lo, b_hi = np.percentile(behind @ lateral, [2, 98])
     floor_z = float(np.median(floor[:, 2]))
     walls = behind[behind[:, 2] > z_floor + floor_band_m]
     rim_z = float(np.percentile(walls[:, 2], 98)) if len(walls) else z_floor

@@ -57,8 +57,9 @@ def min_area_rectangle(xy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Args:
         xy: ``[N, 2]`` points (m).
     Returns:
-        (centre [2], axes [2, 2] unit rows, side lengths [2]) in the points' frame. For fewer than 3 points
-        or collinear ones: the axis-aligned bounding box.
+        (centre [2], axes [2, 2] unit rows, side lengths [2]) in the points' frame. For collinear points (a
+        closed drawer's front seen from above, a line of 2 points): the first axis along their line, the second
+        side of length 0; for one point, or all at one place, the frame's axes.
     """
     p = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
     if len(p) == 0:
@@ -74,8 +75,11 @@ def min_area_rectangle(xy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             area = np.ptp(hull @ u.T, axis=0) * np.ptp(hull @ v.T, axis=0)
             k = int(np.argmin(area))
             axes = np.stack([u[k], v[k]])
-    except (QhullError, ValueError):
-        pass  # degenerate: keep the bounding box
+    except (QhullError, ValueError):  # degenerate: along their line (axis-aligned, it took a turned line's box)
+        centred = p - p.mean(axis=0)
+        if np.abs(centred).max(initial=0.0) > 1e-9:
+            u = np.linalg.svd(centred, full_matrices=False)[2][0]
+            axes = np.stack([u, [-u[1], u[0]]])
     along = p @ axes.T
     lo, hi = along.min(axis=0), along.max(axis=0)
     return 0.5 * (lo + hi) @ axes, axes, hi - lo

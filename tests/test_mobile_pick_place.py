@@ -89,6 +89,66 @@ def test_drawer_interior_refuses_a_closed_drawer_and_empty_input():
         estimate_drawer_interior(_drawer_points(0.0, (0.0, 0.0), 0.3)[0])
 
 
+def test_drawer_interior_reaches_the_panel_where_the_panel_hides_the_floor_and_the_mask_holds_the_handle():
+    """Seen over the front panel, a drawer shows the back of its floor only (TidyIntoDrawer test seed 9: 15 of its
+    41 cm), or none, only the back wall's foot (seed 48, a drawer at 0.9 m); and the part's mask can hold the handle's
+    points (seeds 9, 48). The opening is the box, from its back to the panel's inner face, not the handle's face
+    taken for the front (seed 48: 3 mm deep) nor the floor seen (seed 9: 13 cm)."""
+    yaw, centre, floor_z = -0.4, (0.6, 0.9), 0.52
+    drawer, handle = _drawer_points(yaw, centre, floor_z)
+    R, shift = _rot(yaw), np.array([centre[0], centre[1], floor_z])
+    local = (drawer - shift) @ R  # back in the drawer's frame: x outward
+    floor = np.abs(local[:, 2]) < 1e-9
+    for seen_floor_to_x, name in ((-0.05, "back 15 cm of the floor"), (-0.195, "the back wall's foot")):
+        kept = np.vstack([drawer[~floor | (local[:, 0] <= seen_floor_to_x)], handle])  # the handle in the mask
+        interior = estimate_drawer_interior(kept, outward_W=[math.cos(yaw), math.sin(yaw), 0.0],
+                                            handle_points_W=handle)
+        lo = (interior.center_W - shift) @ interior.outward_W - interior.size_m[0] / 2
+        hi = lo + interior.size_m[0]
+        assert abs(lo + 0.20) < 0.01 and abs(hi - 0.19) < 0.01, (name, lo, hi)  # box -0.20..0.20, panel 0.22
+        assert abs(interior.size_m[1] - 0.50) < 0.03, name
+        assert abs(interior.floor_z - floor_z) < 0.012, name
+    # The panel alone, the handle in its mask: no opening (it would be the handle's 3 cm).
+    panel_only = drawer[local[:, 0] > 0.21]
+    with pytest.raises(PlaceTargetError, match="behind its front"):
+        estimate_drawer_interior(np.vstack([panel_only, handle]), handle_points_W=handle)
+
+
+def test_the_place_region_merges_the_last_views_of_the_drawer(model):
+    """Driving up with the object held over a low drawer, the arm and the object hide most of it (TidyIntoDrawer
+    test seeds 5, 35, 41: the opening seen 1-6 cm wide, every place refused): the interior comes from the drawer's
+    points merged over the last views, and a new placement forgets them."""
+    from handleit.behaviors.mobile_pick_nodes import FUSE_EVERY_STEPS, PerceivePlaceRegion
+
+    drawer, handle = _drawer_points(0.0, (1.2, 0.0), 0.3)
+    hidden = drawer[(drawer[:, 1] > 0.2) | (drawer[:, 0] > 1.41)]  # a 5 cm strip of floor and wall, and the panel
+
+    def observation(points):
+        masks = {"target_link": np.r_[np.ones(len(points), bool), np.zeros(len(handle), bool)],
+                 "target_handle": np.r_[np.zeros(len(points), bool), np.ones(len(handle), bool)]}
+        masks["robot"] = np.zeros(len(points) + len(handle), bool)
+        both = np.vstack([points, handle])
+        return Observation(**{**_empty_observation(model).__dict__, "points": both, "masks": masks,
+                              "colors": np.zeros((len(both), 3), np.uint8)})
+
+    solver = _solver(model, lambda tools: PerceivePlaceRegion("perceive place", tools, "inside"))
+    solver.reset(observation(drawer))
+    solver.step(observation(drawer))  # a full view first
+    for _ in range(FUSE_EVERY_STEPS):
+        solver.step(observation(hidden))  # then views the arm hides
+    region = solver.bb.get("place_region")
+    assert region is not None and np.allclose(region.size_m, [0.39, 0.50], atol=0.03), region
+    # Alone, the hidden view's opening is the 5 cm strip.
+    alone = estimate_drawer_interior(hidden, outward_W=[1.0, 0.0, 0.0], handle_points_W=handle)
+    assert alone.size_m[1] < 0.07
+    # Planned: the region stays; the next placement's views start afresh.
+    solver.bb.set("place_goal_W", np.array([1.2, 0.0, 0.35]), overwrite=True)
+    solver.step(observation(hidden))
+    solver.bb.set("place_goal_W", None, overwrite=True)
+    solver.step(observation(hidden))
+    assert solver.bb.get("place_region").size_m[1] < 0.07
+
+
 def _table_points(yaw: float, centre_xy, height: float, half=(0.5, 0.3)) -> np.ndarray:
     top = _box_face([-half[0], -half[1], height], [half[0], half[1], height], 3000)
     side = _box_face([half[0], -half[1], 0.0], [half[0], half[1], height], 1500)

@@ -59,6 +59,20 @@ def test_min_area_rectangle_and_bad_input():
         estimate_tabletop_object(np.full((3, 3), np.nan))
 
 
+def test_min_area_rectangle_of_a_turned_line_lies_along_it():
+    """Collinear points (a closed drawer's front seen from above) have no hull: the rectangle lies along their line,
+    not the frame's axes (which gave a front turned by 0.4 rad a 20 x 48 cm box, read as an open drawer)."""
+    t = np.linspace(-0.25, 0.25, 40)
+    direction = np.array([math.cos(1.17), math.sin(1.17)])
+    centre, axes, extent = min_area_rectangle(np.array([0.6, 0.9]) + t[:, None] * direction)
+    np.testing.assert_allclose(centre, [0.6, 0.9], atol=1e-9)
+    assert abs(abs(axes[0] @ direction) - 1.0) < 1e-9 and abs(axes[1] @ direction) < 1e-9
+    np.testing.assert_allclose(extent, [0.5, 0.0], atol=1e-9)
+    _, axes, extent = min_area_rectangle(np.array([[0.3, 0.2]] * 3))  # one place: the frame's axes, no size
+    np.testing.assert_allclose(axes, np.eye(2))
+    np.testing.assert_allclose(extent, [0.0, 0.0])
+
+
 def test_top_down_grasps_close_across_the_footprint():
     obj = estimate_tabletop_object(_partial_cube((0.05, -0.03), yaw=0.5), support_z=0.0)
     grasps = top_down_grasps(obj)
