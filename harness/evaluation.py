@@ -175,7 +175,7 @@ class _EpisodeRunner:
                                spec.index, segmenter=spec.segmenter, perturb=spec.perturb, machine=cpu_description())
         start = time.perf_counter()
         frames = []
-        robot = None
+        robot = solver = None
         try:
             realtime, sensor_text = split_perturbation(spec.perturb)
             if realtime is not None and self.env_options:
@@ -237,10 +237,24 @@ class _EpisodeRunner:
         except Exception:  # one bad episode must not end the run: record it and go on
             record.error = traceback.format_exc(limit=8)
             record.failed_node = record.failed_node or "error"
+            _keep_what_was_measured(record, robot, solver)
         record.wall_time_s = time.perf_counter() - start
         if frames and robot is not None:
             record.video_mp4 = _encode_video(frames, fps=int(round(1.0 / (robot.model.control_dt_s * 2))))
         return record
+
+
+def _keep_what_was_measured(record: EpisodeRecord, robot, solver) -> None:
+    """An episode that raised keeps how far it got: the steps it ran and the solver's diagnostics (its tree and
+    hand-offs at the error), so that a failed episode is read as the others are. A solver whose diagnostics
+    raise in turn leaves them out, with the reason, rather than losing the record."""
+    if robot is not None:
+        record.steps = int(getattr(robot, "steps", 0))
+    if solver is not None and hasattr(solver, "diagnostics"):
+        try:
+            record.diagnostics = solver.diagnostics()
+        except Exception as err:  # the record must survive a solver broken past reporting
+            record.diagnostics = {"diagnostics_error": f"{type(err).__name__}: {err}"}
 
 
 def _encode_video(frames, fps: int) -> bytes:

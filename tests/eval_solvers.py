@@ -15,6 +15,24 @@ class _Raising(IdleSolver):
         raise RuntimeError("this solver always fails")
 
 
+class _RaisingLater(IdleSolver):
+    """Acts for three steps, then raises: the record keeps the three steps and the solver's diagnostics."""
+    name = "raising later"
+
+    def reset(self, observation):
+        super().reset(observation)
+        self.ticks = 0
+
+    def step(self, observation):
+        self.ticks += 1
+        if self.ticks > 3:
+            raise RuntimeError("this solver fails on its fourth tick")
+        return super().step(observation)
+
+    def diagnostics(self):
+        return {"ticks": self.ticks}
+
+
 class _Crashing(IdleSolver):
     name = "crashing"
 
@@ -31,6 +49,10 @@ class _Hanging(IdleSolver):
 
 def raising(task, model):
     return _Raising(model)
+
+
+def raising_later(task, model):
+    return _RaisingLater(model)
 
 
 def crashing(task, model):

@@ -29,9 +29,11 @@ def test_episode_specs_cycle_through_the_split_and_seeds():
 
 
 def test_bad_episodes_are_recorded_and_the_run_goes_on(tmp_path):
-    """An exception, a dead worker and a hung episode each cost one episode; the others complete."""
+    """An exception, a dead worker and a hung episode each cost one episode; the others complete. An episode that
+    raised after some steps keeps them, and its solver's diagnostics."""
     specs = (_specs("idle", 2) + _specs("tests.eval_solvers:raising", seed=10)
-             + _specs("tests.eval_solvers:crashing", seed=20) + _specs("tests.eval_solvers:hanging", seed=30))
+             + _specs("tests.eval_solvers:crashing", seed=20) + _specs("tests.eval_solvers:hanging", seed=30)
+             + _specs("tests.eval_solvers:raising_later", seed=40))
     path = tmp_path / "records.jsonl"
     # The first episode of a worker starts SAPIEN (seconds, more on a loaded machine): the timeout must
     # leave room for that while still catching the hanging solver.
@@ -39,13 +41,17 @@ def test_bad_episodes_are_recorded_and_the_run_goes_on(tmp_path):
     by_solver = {}
     for r in records:
         by_solver.setdefault(r.solver, []).append(r)
-    assert len(records) == len(specs) == 5
+    assert len(records) == len(specs) == 6
     assert all(r.error is None and r.steps == 5 and not r.success for r in by_solver["idle"])
     assert "this solver always fails" in by_solver["tests.eval_solvers:raising"][0].error
     assert "worker process died (exit code 3)" in by_solver["tests.eval_solvers:crashing"][0].error
     assert "exceeded 90 s" in by_solver["tests.eval_solvers:hanging"][0].error
+    later = by_solver["tests.eval_solvers:raising_later"][0]
+    assert "fails on its fourth tick" in later.error and later.failed_node == "error"
+    assert later.steps == 3 and later.diagnostics == {"ticks": 4}
+    assert by_solver["tests.eval_solvers:raising"][0].steps == 0
     lines = path.read_text().splitlines()
-    assert len(lines) == 5 and {json.loads(line)["seed"] for line in lines} == {0, 1, 10, 20, 30}
+    assert len(lines) == 6 and {json.loads(line)["seed"] for line in lines} == {0, 1, 10, 20, 30, 40}
 
 
 def test_videos_come_back_to_the_driver_and_stay_out_of_the_records(tmp_path):
