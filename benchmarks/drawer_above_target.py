@@ -11,6 +11,7 @@ import json
 import sys
 
 import numpy as np
+from long_horizon_episode import box_corners_W, cabinet_of
 
 import handleit.envs
 from handleit.harness.sim_robot import SimRobot
@@ -22,16 +23,6 @@ env = handleit.envs.make("TidyIntoDrawer", obs_mode="pointcloud", max_episode_st
 robot = SimRobot(env, sim_masks=True)
 
 
-def box_corners_W(link):
-    corners = []
-    for shape in link.get_collision_shapes():
-        if hasattr(shape, "half_size"):  # the generated cabinets are built from boxes
-            X = (link.entity_pose * shape.local_pose).to_transformation_matrix()
-            unit = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=float)
-            corners.append((unit * np.asarray(shape.half_size)) @ X[:3, :3].T + X[:3, 3])
-    return np.vstack(corners) if corners else None
-
-
 def gap_to_drawer_above(cabinet, target):
     """The gap (m) from the target's top to the bottom of a moving part right over its centre, or None."""
     t = box_corners_W(next(link for link in cabinet.links if link.name == target))
@@ -39,7 +30,9 @@ def gap_to_drawer_above(cabinet, target):
     joints = {j.child_link.name for j in cabinet.get_active_joints()}
     gaps = []
     for link in cabinet.links:
-        corners = None if link.name == target or link.name not in joints else box_corners_W(link)
+        if link.name == target or link.name not in joints:
+            continue
+        corners = box_corners_W(link)
         if corners is None:
             continue
         over = bool(np.all(corners[:, :2].min(axis=0) < centre) and np.all(corners[:, :2].max(axis=0) > centre))
@@ -53,9 +46,7 @@ counts = collections.Counter()
 for r in records:
     robot.reset(seed=r["seed"], options={"model_id": r["model_id"]})
     target = robot.info.get("target_link")
-    cabinet = next(a for a in env.unwrapped.scene.get_all_articulations()
-                   if any(link.name == target for link in a.links))
-    gap = gap_to_drawer_above(cabinet, target)
+    gap = gap_to_drawer_above(cabinet_of(env, target), target)
     arm_over = "arm over it" in json.dumps((r.get("diagnostics") or {}).get("handoffs", []))
     counts[(gap is not None, arm_over, bool(r["success"]))] += 1
     print(f"seed {r['seed']}: target {target}, drawer above: "

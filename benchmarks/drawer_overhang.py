@@ -10,15 +10,12 @@ width overhangs where the hand goes.
 import sys
 
 import numpy as np
-from long_horizon_episode import start_episode
+from long_horizon_episode import box_corners_W, cabinet_of, start_episode
 
 seed, dump = int(sys.argv[1]), np.load(sys.argv[2])
 env, robot, obs, solver = start_episode("TidyIntoDrawer", seed)
-u = env.unwrapped
 target = robot.info.get("target_link")
 outward = dump["outward_W"][:2] / np.linalg.norm(dump["outward_W"][:2])
-
-
 lateral = np.array([-outward[1], outward[0]])
 
 
@@ -30,24 +27,12 @@ def across(points):
     return np.asarray(points, dtype=float)[..., :2] @ lateral
 
 
-def box_corners_W(link):
-    corners = []
-    for shape in link.get_collision_shapes():
-        if not hasattr(shape, "half_size"):
-            continue  # the generated cabinets are built from boxes
-        X = (link.entity_pose * shape.local_pose).to_transformation_matrix()
-        unit = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=float)
-        corners.append((unit * np.asarray(shape.half_size)) @ X[:3, :3].T + X[:3, 3])
-    return np.vstack(corners) if corners else None
-
-
 box_W = dump["box_W"]
 print(f"seed {seed}, target {target}: true interior along the axis {along(box_W).min():.3f}..{along(box_W).max():.3f}"
       f" m, z {box_W[:, 2].min():.3f}..{box_W[:, 2].max():.3f}")
 print(f"estimated opening centre {float(along(dump['center_W'])):.3f}, size {np.round(dump['size_m'], 3)}; "
       f"place goal {float(along(dump['place_goal_W'])):.3f} along, z {float(dump['place_goal_W'][2]):.3f}")
-cabinet = next(a for a in u.scene.get_all_articulations() if any(link.name == target for link in a.links))
-for link in cabinet.links:
+for link in cabinet_of(env, target).links:
     corners = box_corners_W(link)
     if corners is None or corners[:, 2].max() <= box_W[:, 2].max():
         continue  # only what reaches above the drawer's rim can overhang the hand's way in
